@@ -1,0 +1,79 @@
+"""The exception family of denpex_ml.
+
+Every error the library raises on purpose is a :class:`DenpexError`. Each subclass
+also derives from the built-in exception a caller would naturally catch, so
+``except FileNotFoundError`` keeps working for code that does not know this library.
+Messages name the path, record or field, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArchiveError",
+    "DatasetError",
+    "DatasetLabelError",
+    "DenpexError",
+    "InputTooLargeError",
+    "InvalidInputError",
+    "LogNotFoundError",
+    "ModelError",
+    "NotALogError",
+    "TaxonomyError",
+    "UnknownLabelError",
+    "UnsafeArchiveMemberError",
+]
+
+
+class DenpexError(Exception):
+    """Base class of every error raised deliberately by denpex_ml."""
+
+
+class LogNotFoundError(DenpexError, FileNotFoundError):
+    """A log path given by the user does not exist or cannot be read."""
+
+
+class InvalidInputError(DenpexError, TypeError):
+    """An argument has the wrong type or shape (e.g. neither a path, text nor a mapping)."""
+
+
+class NotALogError(DenpexError, ValueError):
+    """The input is not a text log (binary content, wrong type, unreadable encoding)."""
+
+
+class ArchiveError(DenpexError, ValueError):
+    """An archive is corrupt, truncated or of an unsupported kind."""
+
+
+class UnsafeArchiveMemberError(ArchiveError):
+    """An archive member is unsafe: absolute path, ``..``, link or device."""
+
+
+class InputTooLargeError(DenpexError, ValueError):
+    """An input exceeds a configured size or decompression-ratio limit (e.g. a zip bomb)."""
+
+
+class TaxonomyError(DenpexError, ValueError):
+    """A taxonomy file is malformed or inconsistent (names file, field, expectation)."""
+
+
+class UnknownLabelError(TaxonomyError, KeyError):
+    """A failure id is not in the taxonomy."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class DatasetError(DenpexError, ValueError):
+    """A labelled-incident record or dataset is invalid (names record and field)."""
+
+
+class DatasetLabelError(DatasetError, UnknownLabelError):
+    """A labelled incident carries a label that is not a taxonomy id.
+
+    Both ``except DatasetError`` (any bad record) and ``except UnknownLabelError``
+    (any unknown failure id) catch it.
+    """
+
+
+class ModelError(DenpexError, ValueError):
+    """A model directory is missing, corrupt, incompatible or fails its checksums."""

@@ -1,0 +1,255 @@
+"""Launcher formats: how a log line or a file name says which rank wrote it.
+
+Each launcher format is a small parser registered by name in :data:`LINE_FORMATS`; the
+registry is closed (a name maps to one parser) and the order is the order of trial.
+A parser gets one line and returns a :class:`Prefix` (rank, host, process id, the rest of
+the line) or ``None``. Formats can nest (``node-a: [rank3]: ...``); :func:`parse_prefix`
+peels at most three layers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = [
+    "LINE_FORMATS",
+    "Prefix",
+    "message_rank",
+    "nccl_debug_prefix",
+    "parse_prefix",
+    "rank_from_path",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    """What a line prefix says about its writer. ``rest`` is the line without the prefix."""
+
+    format: str
+    rest: str
+    rank: int | None = None
+    host: str | None = None
+    pid: str | None = None
+    local_rank: int | None = None
+
+
+_TORCHRUN = re.compile(r"\[(?:rank|default)(\d{1,6})\]:[ ]?")
+_MPI = re.compile(r"\[\d+,(\d{1,6})\]<std(?:out|err)>:[ ]?")
+_SRUN = re.compile(r"[ ]{0,5}(\d{1,6}): ")
+_RAY = re.compile(r"\(([A-Za-z_][\w.]*) pid=(\d+)(?:, ip=([\w.:<>-]+))?(?:, [^)]*)?\)[ ]?")
+_UCX = re.compile(r"\[([A-Za-z0-9][\w.-]*):(\d+) *:\d+:\d+\] *")
+# pdsh / DeepSpeed / mpirun --tag-output host prefixes: "node-a: ...", "10.0.0.1: ...", "gpu017: ..."
+_HOST = re.compile(
+    r"((?:\d{1,3}(?:\.\d{1,3}){3})|ip-\d+|(?:[A-Za-z][\w-]*\d[\w.-]*)|(?:[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*)): "
+)
+_NOT_HOST_SUFFIX = ("error", "exception", "warning", "warn", "info", "debug", "note")
+_NCCL_DEBUG = re.compile(r"([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[(\d+)\] (?=NCCL|[\w/.-]+:\d+ NCCL)")
+_MSG_RANK = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]|\b(?:global_rank|global rank|RANK|rank)[=: ]+(\d{1,6})\b(?! ?(?:/|of))")
+_RANK_PATH = re.compile(
+    r"(?:^|[/_.-])(?:rank|worker|proc|process|task|node_rank|local_rank|gpu)[_.-]?(\d{1,6})(?=$|[/_.-])"
+    r"|(?:^|/)attempt_\d+/(\d{1,6})/(?:stdout|stderr|error)"
+    r"|(?:^|/)(?:stdout|stderr|out|err|log)[_.-](\d{1,6})(?=$|[._])",
+    re.IGNORECASE,
+)
+
+
+def _torchrun(line: str) -> Prefix | None:
+    m = _TORCHRUN.match(line)
+    return Prefix("torchrun", line[m.end():], rank=int(m.group(1))) if m else None
+
+
+def _mpirun(line: str) -> Prefix | None:
+    m = _MPI.match(line)
+    return Prefix("mpirun", line[m.end():], rank=int(m.group(1))) if m else None
+
+
+def _srun(line: str) -> Prefix | None:
+    m = _SRUN.match(line)
+    return Prefix("srun", line[m.end():], rank=int(m.group(1))) if m else None
+
+
+def _ray(line: str) -> Prefix | None:
+    m = _RAY.match(line)
+    if not m:
+        return None
+    return Prefix("ray", line[m.end():], host=m.group(3), pid=m.group(2))
+
+
+def _ucx(line: str) -> Prefix | None:
+    m = _UCX.match(line)
+    return Prefix("ucx", line[m.end():], host=m.group(1), pid=m.group(2)) if m else None
+
+
+def _nccl_debug(line: str) -> Prefix | None:
+    m = _NCCL_DEBUG.match(line)
+    if not m:
+        return None
+    return Prefix("nccl", line, host=m.group(1), pid=m.group(2), local_rank=int(m.group(4)))
+
+
+def _pdsh(line: str) -> Prefix | None:
+    m = _HOST.match(line)
+    if not m:
+        return None
+    host = m.group(1)
+    if host.lower().endswith(_NOT_HOST_SUFFIX) or host.endswith(".py"):
+        return None
+    return Prefix("pdsh", line[m.end():], host=host)
+
+
+_JSON_MSG_KEYS = ("message", "msg", "log", "textPayload", "line")
+_JSON_RANK_KEYS = ("rank", "RANK", "global_rank", "process_index")
+_JSON_POD_KEYS = ("pod", "pod_name", "kubernetes.pod_name", "host", "hostname", "instance")
+
+
+def _jsonl(line: str) -> Prefix | None:
+    if not line.startswith("{") or not line.rstrip().endswith("}"):
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    flat: dict[str, object] = dict(obj)
+    for k, v in obj.items():  # one level of nesting, e.g. {"kubernetes": {"pod_name": ...}}
+        if isinstance(v, dict):
+            flat.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+    msg = next((flat[k] for k in _JSON_MSG_KEYS if isinstance(flat.get(k), str)), None)
+    if msg is None:
+        return None
+    rank: int | None = None
+    for k in _JSON_RANK_KEYS:
+        v = flat.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            rank = v
+            break
+        if isinstance(v, str) and v.isdigit():
+            rank = int(v)
+            break
+    pod = next((flat[k] for k in _JSON_POD_KEYS if isinstance(flat.get(k), str)), None)
+    if rank is None and isinstance(pod, str):
+        rank = rank_from_path(pod)
+    host = pod if isinstance(pod, str) else None
+    return Prefix("jsonl", str(msg).rstrip("\n"), rank=rank, host=host)
+
+
+#: Closed registry of line formats, in the order they are tried.
+LINE_FORMATS: dict[str, Callable[[str], Prefix | None]] = {
+    "torchrun": _torchrun,
+    "mpirun": _mpirun,
+    "jsonl": _jsonl,
+    "ray": _ray,
+    "ucx": _ucx,
+    "nccl": _nccl_debug,
+    "srun": _srun,
+    "pdsh": _pdsh,
+}
+
+_FIRST_CHARS: dict[str, tuple[str, ...]] = {
+    "[": ("torchrun", "mpirun", "ucx"),
+    "{": ("jsonl",),
+    "(": ("ray",),
+}
+
+
+def parse_prefix(line: str) -> Prefix | None:
+    """Peel launcher prefixes off ``line`` (up to three nested layers) and merge what they say.
+
+    >>> p = parse_prefix("node-a: [rank3]: RuntimeError: boom")
+    >>> (p.rank, p.host, p.rest)
+    (3, 'node-a', 'RuntimeError: boom')
+    """
+    result: Prefix | None = None
+    text = line
+    for _ in range(3):
+        found = _try_formats(text, nested=result is not None)
+        if found is None:
+            break
+        if result is None:
+            result = found
+        else:
+            result = Prefix(
+                format=result.format,
+                rest=found.rest,
+                rank=result.rank if result.rank is not None else found.rank,
+                host=result.host or found.host,
+                pid=result.pid or found.pid,
+                local_rank=result.local_rank if result.local_rank is not None else found.local_rank,
+            )
+        if found.format == "nccl" or found.rest == text:
+            break
+        text = found.rest
+    return result
+
+
+def _try_formats(text: str, *, nested: bool) -> Prefix | None:
+    if not text:
+        return None
+    first = text[0]
+    names: tuple[str, ...]
+    if first in _FIRST_CHARS:
+        names = _FIRST_CHARS[first]
+    elif first.isdigit() or first == " ":
+        names = ("nccl", "srun", "pdsh")
+    else:
+        names = ("nccl", "pdsh")
+    for name in names:
+        if nested and name in ("srun", "jsonl"):
+            continue
+        p = LINE_FORMATS[name](text)
+        if p is not None:
+            return p
+    return None
+
+
+def nccl_debug_prefix(text: str) -> Prefix | None:
+    """Parse NCCL's ``host:pid:tid [localrank] NCCL ...`` debug prefix anywhere at line start."""
+    return _nccl_debug(text)
+
+
+def message_rank(text: str) -> int | None:
+    """A rank stated inside a message (``[Rank 3]`` from ProcessGroupNCCL, ``rank=3``...)."""
+    if "ank" not in text and "RANK" not in text:
+        return None
+    m = _MSG_RANK.search(text)
+    if not m:
+        return None
+    return int(m.group(1) or m.group(2))
+
+
+def rank_from_path(path: str) -> int | None:
+    """Rank encoded in a per-rank file or pod name (rank3.log, worker-3, attempt_0/3/stderr.log)."""
+    m = None
+    for m in _RANK_PATH.finditer(path):
+        pass  # the last (innermost) match wins
+    if m is None:
+        return None
+    return int(next(g for g in m.groups() if g is not None))
+
+
+_HOST_DISCOVERY = re.compile(
+    r"^(?:\[(?:rank|default)\d+\]:[ ]?)?(?:"
+    + _HOST.pattern
+    + r"|([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] |\[([A-Za-z0-9][\w.-]*):\d+ *:\d+:\d+\])"
+    + r"|\b(?:host(?:name)?|node|hostname)\s*[:=]\s*([A-Za-z][\w-]*(?:\.[\w-]+)*)",
+    re.MULTILINE,
+)
+
+
+def discover_hosts(block: str) -> set[str]:
+    """Hostnames in structural positions of a block of lines (prefixes, ``host : name``)."""
+    found: set[str] = set()
+    for m in _HOST_DISCOVERY.finditer(block):
+        host = next((g for g in m.groups() if g), None)
+        if not host or host.lower().endswith(_NOT_HOST_SUFFIX) or host.endswith(".py"):
+            continue
+        if host[0].isdigit() and host.replace(".", "").isdigit():
+            continue  # IP addresses are masked by their own rule
+        if host.lower() in ("n/a", "none", "null", "localhost", "unknown"):
+            continue
+        found.add(host)
+    return found
