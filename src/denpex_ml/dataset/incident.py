@@ -128,9 +128,8 @@ def _check_source(source: str) -> str | None:
         parts = source.split(":")
         if len(parts) < 3 or not parts[1] or not parts[2]:
             return f"synthetic sources are 'synthetic:<recipe>:<seed>', found {source!r}"
-    elif _URL.match(source):
-        if not urlsplit(source).hostname:
-            return f"URL {source!r} has no host"
+    elif _URL.match(source) and not urlsplit(source).hostname:
+        return f"URL {source!r} has no host"
     return None
 
 
@@ -320,7 +319,7 @@ class Incident:
         for key in _REQUIRED:
             if raw.get(key) is None:
                 problems.append((key, "missing required field"))
-        values = {k: raw.get(k) for k in FIELDS}
+        values: dict[str, Any] = {k: raw.get(k) for k in FIELDS}
         if values["meta"] is None:
             values["meta"] = {}
         problems += [

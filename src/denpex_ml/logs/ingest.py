@@ -19,27 +19,30 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import re2
+
 from denpex_ml.errors import ArchiveError, DenpexError, InvalidInputError, NotALogError
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine, RankLog, StreamKey
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import TRUNCATION_MARK, iter_text_blocks
-from denpex_ml.logs.prefixes import discover_hosts, message_rank, parse_prefix, rank_from_path
+from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
 from denpex_ml.logs.sources import Member, ReadBudget, iter_members, opened
 
 __all__ = ["LogSource", "read_logs"]
 
 LogSource = str | os.PathLike[str] | Mapping[int | str, str]
 
-SALIENT = re.compile(
+SALIENT_PATTERN = (
     r"[Ee]rror|ERROR|[Ee]xception|Traceback|[Ff]ail|FAIL|[Ff]atal|FATAL|[Aa]bort|[Tt]ime(?:d )?out|[Kk]illed|"
     r"[Ss]ignal|SIG[A-Z]{3}|WARN|[Ww]arning|\bnan\b|NaN|\binf\b|[Ss]egmentation|core dump|Xid|[Aa]ssert|"
     r"terminate|[Dd]enied|No such file|not found|[Rr]efused|reset by peer|out of memory|OOM|[Ee]xit ?code|"
     r"[Hh]ang|[Ss]tuck|[Mm]ismatch|[Ii]llegal|[Ii]nvalid|[Cc]annot|[Uu]nable|[Oo]verflow|[Ss]kipping|"
-    r"^\s*File \"|--[a-z][\w-]+|\.{4,} |SeqNum|[Dd]eadlock|[Ww]atchdog|NCCL version|[Ll]oss scale|"
+    r"File \"|--[a-z][\w-]+|\.{4,} |SeqNum|[Dd]eadlock|[Ww]atchdog|NCCL version|[Ll]oss scale|"
     r"[Uu]nrecognized|[Uu]ndefined symbol|[Ee]xpected|[Mm]issing|[Cc]rash|[Dd]ied|[Ee]xited|[Ss]hutdown"
 )
+SALIENT = re2.compile(SALIENT_PATTERN.encode())
 _TEMPLATE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _NCCL_COMM_RANK = re.compile(r"\brank (\d+) nranks (\d+)\b")
 
@@ -62,6 +65,8 @@ class _Builder:
         self.ret = retention
         self.streams: dict[StreamKey, _Stream] = {}
         self.pid_rank: dict[str, int] = {}
+        self.pid_local: dict[str, tuple[str | None, int]] = {}
+        self._detector: re2._Regexp | None = None  # type: ignore[name-defined]
         self.launcher = LauncherParser()
         self.bundle = LogBundle()
 
@@ -76,63 +81,85 @@ class _Builder:
             st = self.streams[key] = _Stream(tail=deque(maxlen=self.ret.tail))
         return st
 
-    def add_block(self, block: str, source: str, file_rank: int | None, lineno: int) -> int:
+    def add_block(self, block: str, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
+        """Parse, mask and retain one block of complete lines; returns the last line number."""
+        lines = block.split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
         formats = self.bundle.formats
-        for line in block.split("\n"):
-            lineno += 1
+        # Phase 1: launcher prefixes on the raw lines (finds hosts before masking needs them).
+        keys: list[StreamKey | None] = []
+        rests: list[str] = []
+        hosts: list[str | None] = []
+        probe = _probe_formats(block)
+        new_hosts = masker.n_hosts
+        for line in lines:
             if not line or line.isspace():
+                keys.append(None)
+                rests.append("")
+                hosts.append(None)
+                continue
+            p = parse_prefix(line) if probe else None
+            if p is None:
+                rests.append(line)
+                hosts.append(None)
+                keys.append(file_rank if file_rank is not None else _msg_rank_key(line))
+                continue
+            formats[p.format] += 1
+            host = masker.pseudonym(p.host) if p.host else None
+            rest = p.rest
+            rank = p.rank if p.rank is not None else file_rank
+            key: StreamKey | None = rank
+            if p.pid is not None and rank is None:
+                pid_key = f"{host}:pid{p.pid}" if host else f"pid{p.pid}"
+                if "nranks" in rest:
+                    m = _NCCL_COMM_RANK.search(rest)
+                    if m and pid_key not in self.pid_rank:
+                        self.pid_rank[pid_key] = int(m.group(1))
+                if p.local_rank is not None:
+                    self.pid_local.setdefault(pid_key, (host, p.local_rank))
+                key = self.pid_rank.get(pid_key)
+                if key is None:
+                    key = message_rank(rest)
+                if key is None:
+                    key = pid_key
+            if key is None:
+                key = message_rank(rest)
+            if key is None:
+                key = host if host is not None else GLOBAL_STREAM
+            keys.append(key)
+            rests.append(rest)
+            hosts.append(host)
+        if masker.n_hosts != new_hosts or self._detector is None:
+            self._detector = masker.detector()
+        # Phase 2: mask every line the detector flags (rules run on those lines only).
+        raw = block.encode("utf-8", errors="replace")
+        hits = _line_indices(self._detector, raw)
+        if hits:
+            idx = sorted(hits)
+            masked = masker.mask_lines([rests[i] for i in idx])
+            for i, text in zip(idx, masked):
+                rests[i] = text
+        # Phase 3: retention; salient lines found by one RE2 pass over the block.
+        salient = _line_indices(SALIENT, raw)
+        keep = self._keep
+        for i, key in enumerate(keys):
+            lineno += 1
+            if key is None:
                 continue
             self.bundle.n_lines += 1
-            rank: int | None = None
-            host: str | None = None
-            key: StreamKey
-            p = parse_prefix(line)
-            text = line
-            if p is not None:
-                formats[p.format] += 1
-                text = p.rest
-                rank = p.rank
-                host = p.host
-                if p.format == "nccl" or (p.pid is not None and " NCCL " in text):
-                    pid_key = f"{p.host}:pid{p.pid}"
-                    if "nranks" in text:
-                        m = _NCCL_COMM_RANK.search(text)
-                        if m and pid_key not in self.pid_rank:
-                            self.pid_rank[pid_key] = int(m.group(1))
-                    if rank is None:
-                        rank = self.pid_rank.get(pid_key)
-                    if rank is None and file_rank is None:
-                        key = pid_key
-                        self._keep(key, source, lineno, text, host)
-                        continue
-                elif p.pid is not None and rank is None and file_rank is None:
-                    key = f"{p.host}:pid{p.pid}" if p.host else f"pid{p.pid}"
-                    rank = message_rank(text)
-                    self._keep(rank if rank is not None else key, source, lineno, text, host)
-                    continue
-            if rank is None:
-                rank = file_rank
-            if rank is None:
-                rank = message_rank(text)
-            if rank is not None:
-                key = rank
-            elif host is not None:
-                key = host
-            else:
-                key = GLOBAL_STREAM
-            if TRUNCATION_MARK in text:
-                self.bundle.n_truncated_lines += 1
-            self._keep(key, source, lineno, text, host)
+            keep(GLOBAL_STREAM if key is None else key, source, lineno, rests[i], hosts[i], i in salient)
         return lineno
 
-    def _keep(self, key: StreamKey, source: str, lineno: int, text: str, host: str | None) -> None:
+    def _keep(self, key: StreamKey, source: str, lineno: int, text: str, host: str | None, salient: bool) -> None:
         st = self._stream(key)
         st.n_lines += 1
         if host is not None and host not in st.hosts:
             st.hosts.add(host)
-        if "Root Cause" in text or "Failures:" in text or self.launcher._section is not None:
+        if self.launcher._section is not None or (salient and ("Root Cause" in text or "Failures:" in text)):
             self.launcher.feed(text)
-        salient = SALIENT.search(text) is not None
+        if TRUNCATION_MARK in text:
+            self.bundle.n_truncated_lines += 1
         item = (source, lineno, text, host, salient)
         if st.n_lines <= self.ret.head:
             st.head.append(item)
@@ -179,6 +206,44 @@ class _Builder:
         return bundle
 
 
+_PROBE = re.compile(
+    r"^(?:\[(?:rank|default)\d|\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |[\w.-]+:\d+:\d+ \[\d|[\w.-]+: )",
+    re.MULTILINE,
+)
+
+
+def _probe_formats(block: str) -> bool:
+    """Cheap block-level test: could any line of the block carry a launcher prefix?"""
+    return _PROBE.search(block) is not None
+
+
+def _msg_rank_key(line: str) -> StreamKey:
+    rank = message_rank(line)
+    return GLOBAL_STREAM if rank is None else rank
+
+
+def _line_indices(pattern: re2._Regexp, block: bytes) -> set[int]:  # type: ignore[name-defined]
+    """Indices of the lines of ``block`` (UTF-8 bytes) in which ``pattern`` matches.
+
+    One RE2 scan of the block; matching on bytes avoids RE2's per-match offset conversion.
+    """
+    found: set[int] = set()
+    line = 0
+    pos = 0
+    for m in pattern.finditer(block):
+        start = m.start()
+        if start < pos:
+            continue
+        line += block.count(b"\n", pos, start)
+        found.add(line)
+        nl = block.find(b"\n", start)
+        if nl < 0:
+            break
+        line += 1
+        pos = nl + 1
+    return found
+
+
 def _ingest_stream(builder: _Builder, masker: Masker, stream: io.BufferedIOBase | io.RawIOBase, name: str, limits: IngestLimits) -> None:
     file_rank = rank_from_path(name)
     builder.bundle.sources.append(name)
@@ -186,10 +251,7 @@ def _ingest_stream(builder: _Builder, masker: Masker, stream: io.BufferedIOBase 
     try:
         for block in iter_text_blocks(stream, name=name, max_line_chars=limits.max_line_chars):  # type: ignore[arg-type]
             builder.bundle.n_bytes += len(block)
-            hosts = discover_hosts(block)
-            if hosts:
-                masker.learn_hosts(hosts)
-            lineno = builder.add_block(masker.mask(block), name, file_rank, lineno)
+            lineno = builder.add_block(block, masker, name, file_rank, lineno)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise ArchiveError(f"{name}: corrupt or truncated compressed data ({exc})") from None
     except OSError as exc:

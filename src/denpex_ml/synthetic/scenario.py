@@ -122,6 +122,8 @@ class Scenario:
     key_lines: list[str] = field(default_factory=list)
     regex_examples: list[str] = field(default_factory=list)
     fail_time: float = 0.0
+    launcher: str = "torchrun"
+    step_style: str = "plain"
     _seq: int = 0
     _pid_base: int = 0
 

@@ -1,0 +1,155 @@
+"""Train/test splits grouped by source, so no thread or synthetic seed is on both sides.
+
+Logs from one GitHub thread (several users pasting the same crash) or from one synthetic
+recipe and seed are near-duplicates: a split that puts some in training and others in
+test measures memory, not diagnosis. Every split here is grouped by
+:attr:`Incident.source_group <denpex_ml.dataset.incident.Incident.source_group>` and
+checked with :func:`check_grouped_split` before it is returned.
+
+scikit-learn is imported inside the functions that use it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from denpex_ml.dataset.incident import Incident
+from denpex_ml.errors import DatasetError
+
+__all__ = [
+    "check_grouped_split",
+    "group_kfold",
+    "source_groups",
+    "train_test_split_grouped",
+]
+
+IndexArray = npt.NDArray[np.intp]
+
+
+def source_groups(incidents: Sequence[Incident]) -> list[str]:
+    """The :attr:`~denpex_ml.dataset.incident.Incident.source_group` of each incident."""
+    return [incident.source_group for incident in incidents]
+
+
+def check_grouped_split(
+    incidents: Sequence[Incident], train_idx: Iterable[int] | IndexArray, test_idx: Iterable[int] | IndexArray
+) -> None:
+    """Raise :class:`DatasetError` if a source group has incidents on both sides.
+
+    Also rejects an index on both sides. Use it as a guard wherever a split made
+    elsewhere is about to be trusted.
+    """
+    train = [int(i) for i in train_idx]
+    test = [int(i) for i in test_idx]
+    both_idx = set(train) & set(test)
+    if both_idx:
+        raise DatasetError(f"split: index {min(both_idx)} is in both train and test")
+    train_groups = {incidents[i].source_group for i in train}
+    leaked = sorted(train_groups.intersection(incidents[i].source_group for i in test))
+    if leaked:
+        shown = ", ".join(repr(g) for g in leaked[:5])
+        raise DatasetError(f"split: {len(leaked)} source group(s) on both sides: {shown}")
+
+
+def _check_k(k: int, n_groups: int, name: str = "k") -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+        raise DatasetError(f"{name}: expected an integer >= 2, found {k!r}")
+    if k > n_groups:
+        raise DatasetError(f"{name}: {k} folds need at least {k} source groups, found {n_groups}")
+
+
+def _folds(incidents: Sequence[Incident], k: int, seed: int, stratify: bool) -> list[tuple[IndexArray, IndexArray]]:
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    groups = source_groups(incidents)
+    # Without stratification every incident gets one class, which leaves scikit-learn's
+    # shuffled, size-balancing group assignment (GroupKFold shuffles only from 1.6 on).
+    labels = [incident.label if stratify else "" for incident in incidents]
+    x = np.zeros((len(incidents), 1))
+    splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+    with warnings.catch_warnings():
+        # Rare labels (fewer members than folds) are normal here; stratification is best effort.
+        warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
+        folds = [
+            (np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp))
+            for train, test in splitter.split(x, labels, groups)
+        ]
+    for train, test in folds:
+        check_grouped_split(incidents, train, test)
+    return folds
+
+
+def group_kfold(
+    incidents: Sequence[Incident],
+    k: int = 5,
+    seed: int = 0,
+    *,
+    stratify: bool = True,
+) -> list[tuple[IndexArray, IndexArray]]:
+    """``k`` folds of ``(train_idx, test_idx)`` with every source group in one test fold.
+
+    Parameters
+    ----------
+    incidents:
+        The dataset; indices refer to this sequence.
+    k:
+        Number of folds, 2 <= k <= number of source groups.
+    seed:
+        Shuffles the groups; the same inputs and seed give the same folds.
+    stratify:
+        Balance labels across folds as far as groups allow (scikit-learn's
+        ``StratifiedGroupKFold``); ``False`` balances fold sizes only.
+
+    Raises
+    ------
+    DatasetError
+        ``k`` is out of range.
+    """
+    _check_k(k, len(set(source_groups(incidents))))
+    return _folds(incidents, k, seed, stratify)
+
+
+def train_test_split_grouped(
+    incidents: Sequence[Incident],
+    test_size: float = 0.2,
+    seed: int = 0,
+    *,
+    stratify: bool = True,
+) -> tuple[IndexArray, IndexArray]:
+    """One ``(train_idx, test_idx)`` split with no source group on both sides.
+
+    Parameters
+    ----------
+    test_size:
+        Fraction in (0, 0.5]. With ``stratify`` the test side is the first fold of
+        ``round(1 / test_size)`` stratified group folds, so the fraction is met
+        approximately (0.2 -> 1/5, 0.3 -> 1/3). Without it, scikit-learn's
+        ``GroupShuffleSplit`` takes ``test_size`` of the *groups*.
+    seed:
+        Same inputs and seed give the same split.
+
+    Raises
+    ------
+    DatasetError
+        ``test_size`` out of range, or fewer than two source groups.
+    """
+    if isinstance(test_size, bool) or not isinstance(test_size, (int, float)) or not 0 < test_size <= 0.5:
+        raise DatasetError(f"test_size: expected a fraction in (0, 0.5], found {test_size!r}")
+    n_groups = len(set(source_groups(incidents)))
+    if n_groups < 2:
+        raise DatasetError(f"test_size: a grouped split needs at least 2 source groups, found {n_groups}")
+    if stratify:
+        k = min(max(2, round(1 / test_size)), n_groups)
+        return _folds(incidents, k, seed, stratify=True)[0]
+
+    from sklearn.model_selection import GroupShuffleSplit
+
+    splitter = GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
+    train, test = next(splitter.split(np.zeros((len(incidents), 1)), groups=source_groups(incidents)))
+    train_idx, test_idx = np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp)
+    check_grouped_split(incidents, train_idx, test_idx)
+    return train_idx, test_idx
