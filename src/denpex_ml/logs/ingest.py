@@ -92,7 +92,6 @@ class _Builder:
         rests: list[str] = []
         hosts: list[str | None] = []
         probe = _probe_formats(block)
-        new_hosts = masker.n_hosts
         for line in lines:
             if not line or line.isspace():
                 keys.append(None)
@@ -130,8 +129,7 @@ class _Builder:
             keys.append(key)
             rests.append(rest)
             hosts.append(host)
-        if masker.n_hosts != new_hosts or self._detector is None:
-            self._detector = masker.detector()
+        self._detector = masker.detector()  # cached by the masker until it learns a new host
         # Phase 2: mask every line the detector flags (rules run on those lines only).
         raw = block.encode("utf-8", errors="replace")
         hits = _line_indices(self._detector, raw)
@@ -246,6 +244,7 @@ def _line_indices(pattern: re2._Regexp, block: bytes) -> set[int]:  # type: igno
 
 def _ingest_stream(builder: _Builder, masker: Masker, stream: io.BufferedIOBase | io.RawIOBase, name: str, limits: IngestLimits) -> None:
     file_rank = rank_from_path(name)
+    name = masker.mask(name)  # member names can hold host or user names too
     builder.bundle.sources.append(name)
     lineno = 0
     try:
@@ -350,12 +349,12 @@ def read_logs(
             if single_file and not _is_archive_name(path):
                 raise
             binaries.append(member.name)
-            builder.bundle.sources.remove(member.name)
-            budget.warnings.append(f"skipped {member.name}: binary content, not a log")
+            builder.bundle.sources.pop()
+            budget.warnings.append(f"skipped {masker.mask(member.name)}: binary content, not a log")
     if binaries and len(binaries) == len(members):
         raise NotALogError(f"{path}: no text log among {len(members)} file(s) (all binary)")
     bundle = builder.finish(masker)
-    bundle.warnings.extend(budget.warnings)
+    bundle.warnings.extend(masker.mask(w) for w in budget.warnings)
     return bundle
 
 

@@ -10,7 +10,7 @@ lives only in memory and is never written anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import re2
 from dataclasses import dataclass, field
@@ -62,8 +62,11 @@ DEFAULT_RULES: tuple[MaskRule, ...] = (
     MaskRule("windows-user", re.compile(r"(?i)([A-Z]:\\Users\\)(?!user\\)([^\\\s]+)"), r"\1user", triggers=(':\\\\users\\\\',)),
 )
 
-_IPV4 = r"(?<![\w.])(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}(?![\w.]*\d)"
-_IPV6 = r"(?<![\w:.])(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){7})(?:[0-9a-fA-F]{1,4}|:)(?:[0-9a-fA-F]{0,4}:){1,7}[0-9a-fA-F]{1,4}(?![\w:])"
+_IPV4_RE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
+_IPV6_RE = re.compile(r"(?<![\w:.])(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){7})(?:[0-9a-fA-F]{1,4}|:)(?:[0-9a-fA-F]{0,4}:){1,7}[0-9a-fA-F]{1,4}(?![\w:])")
+_IPV6_HINT = re.compile(r"::|(?:[0-9a-fA-F]{1,4}:){7}")
+_FQDN_TLDS = (".local", ".internal", ".lan", ".cluster", ".corp", ".compute", ".intra", ".cloud", ".priv",
+              ".com", ".net", ".org", ".io", ".edu", ".gov", ".ai")
 
 # Hostnames seen in structural positions (discovered elsewhere) plus fully qualified names.
 _FQDN = re.compile(
@@ -90,9 +93,12 @@ _DETECTOR_PARTS = (
     r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}",
     r"[0-9a-fA-F]{0,4}::[0-9a-fA-F]{1,4}|::ffff:|(?:[0-9a-fA-F]{1,4}:){7}",
     r"\.(?:local|internal|lan|cluster|corp|compute|intra|cloud|priv|localdomain|com|net|org|io|edu|gov|ai)\b",
-    r"(?i:host(?:name)?|node(?:name)?)[ \t]*[:=]",
+    r"(?i:host(?:name)?|node(?:name)?)[ \t]*[:=]|srun: error:|on (?:host|node) ",
 )
-_HOST_FIELD = re.compile(r"(?i)\b(host(?:name)?|nodename)([ \t]*[:=][ \t]*)([A-Za-z][\w-]*(?:\.[\w-]+)*)")
+_HOST_FIELD = re.compile(
+    r"(?i)\b(host(?:name)?|nodename)([ \t]*[:=][ \t]*)([A-Za-z][\w-]*(?:\.[\w-]+)*)"
+    r"|(srun: error:|\bon (?:host|node))([ \t]+)([A-Za-z][\w-]*[\d-][\w.-]*)"
+)
 _NOT_HOSTS = frozenset({"localhost", "node", "user", "ip", "n", "none", "null", "unknown", "true", "false"})
 _IPV4_FULL = re.compile(r"^(?:\d{1,3}\.){3}\d{1,3}$")
 _PSEUDONYM = re.compile(r"^(?:node|ip)-\d+$")
@@ -114,8 +120,6 @@ class Masker:
     counts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._ip_re = re.compile(f"{_IPV4}|{_IPV6}")
-        self._ip_sub: Callable[[re.Match[str]], str] = self._ip_pseudonym
         self._detector: re2._Regexp | None = None  # type: ignore[name-defined]
 
     def detector(self) -> re2._Regexp:  # type: ignore[name-defined]
@@ -137,10 +141,32 @@ class Masker:
         return self.host_pseudonym(host)
 
     # -- pseudonyms -------------------------------------------------------------
-    def _ip_pseudonym(self, m: re.Match[str]) -> str:
+    def _ipv4_sub(self, m: re.Match[str]) -> str:
         ip = m.group(0)
-        if ip.count(":") and not any(c in "abcdefABCDEF0123456789" for c in ip.replace(":", "")):
+        text = m.string
+        start, end = m.span()
+        if start and (text[start - 1].isalnum() or text[start - 1] in "._"):
+            return ip  # part of a longer token (version string, path)
+        if end < len(text) and (text[end].isalnum() or text[end] == "_" or (text[end] == "." and text[end + 1 : end + 2].isdigit())):
+            return ip
+        if any(int(o) > 255 for o in ip.split(".")):
+            return ip
+        before = text[max(0, start - 9) : start].lower()
+        if "version" in before or before.endswith(("v", "ver ", "=")) or text[end : end + 1] == "+":
+            return ip  # a four-part version number
+        return self._ip_pseudonym(ip)
+
+    def _ipv6_sub(self, m: re.Match[str]) -> str:
+        ip = m.group(0)
+        if not any(c in "abcdefABCDEF0123456789" for c in ip.replace(":", "")):
             return ip  # a lone "::" is not an address
+        return self._ip_pseudonym(ip)
+
+    def _host_field_sub(self, m: re.Match[str]) -> str:
+        key, sep, host = m.group(1, 2, 3) if m.group(1) is not None else m.group(4, 5, 6)
+        return key + sep + self.host_pseudonym(host)
+
+    def _ip_pseudonym(self, ip: str) -> str:
         p = self._ips.get(ip)
         if p is None:
             p = self._ips[ip] = f"ip-{len(self._ips) + 1}"
@@ -153,7 +179,11 @@ class Masker:
             return host
         p = self._hosts.get(host)
         if p is None:
-            p = self._hosts[host] = f"node-{len(self._hosts) + 1}"
+            short = host.split(".", 1)[0]  # gpu-7 and gpu-7.cluster.local are one node
+            p = self._hosts.get(short) or f"node-{len(set(self._hosts.values())) + 1}"
+            self._hosts[host] = p
+            if short != host and short.lower() not in _NOT_HOSTS:
+                self._hosts.setdefault(short, p)
             self._host_re = None
             self._detector = None
         return p
@@ -165,7 +195,7 @@ class Masker:
 
     @property
     def n_hosts(self) -> int:
-        return len(self._hosts)
+        return len(set(self._hosts.values()))
 
     def _hosts_regex(self) -> re.Pattern[str] | None:
         if not self._hosts:
@@ -185,21 +215,25 @@ class Masker:
             text, n = rule.pattern.subn(rule.replacement, text)
             if n:
                 self.counts[rule.name] = self.counts.get(rule.name, 0) + n
-        if "." in text or ":" in text:
-            text = self._ip_re.sub(self._ip_sub, text)
-        if "ost" in text or "ode" in text:
-            text = _HOST_FIELD.sub(lambda m: m.group(1) + m.group(2) + self.host_pseudonym(m.group(3)), text)
         if "." in text:
+            text = _IPV4_RE.sub(self._ipv4_sub, text)
+        if ":" in text and _IPV6_HINT.search(text):
+            text = _IPV6_RE.sub(self._ipv6_sub, text)
+        if "ost" in lower or "ode" in lower:
+            text = _HOST_FIELD.sub(self._host_field_sub, text)
+        if any(t in lower for t in _FQDN_TLDS):
             text = _FQDN.sub(lambda m: self.host_pseudonym(m.group(0)), text)
         host_re = self._hosts_regex()
         if host_re is not None:
-            text = host_re.sub(lambda m: self._hosts[m.group(0)], text)
+            text = host_re.sub(lambda m: self._hosts.get(m.group(0), m.group(0)), text)
         return text
 
     def mask_lines(self, lines: list[str]) -> list[str]:
         """Mask several lines at once (one pass of each rule); the line count is preserved."""
         if not lines:
             return lines
+        if len(lines) == 1:
+            return [self.mask(lines[0])]
         out = self.mask("\n".join(lines)).split("\n")
         if len(out) != len(lines):  # pragma: no cover - rules never add or remove newlines
             return [self.mask(line) for line in lines]

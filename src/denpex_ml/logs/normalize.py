@@ -91,6 +91,7 @@ def iter_text_blocks(stream: BinaryIO, *, name: str, max_line_chars: int, block_
             skipping = True
     if carry:
         yield normalize_block(_cap_lines(carry + "\n", max_line_chars))
+    reader.detach()  # the caller owns (and closes) the underlying stream
 
 
 def _cap_lines(block: str, max_line_chars: int) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "LINE_FORMATS",
@@ -24,8 +24,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Prefix:
+class Prefix(NamedTuple):
     """What a line prefix says about its writer. ``rest`` is the line without the prefix."""
 
     format: str
@@ -47,7 +46,7 @@ _HOST = re.compile(
 )
 _NOT_HOST_SUFFIX = ("error", "exception", "warning", "warn", "info", "debug", "note")
 _NCCL_DEBUG = re.compile(r"([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[(\d+)\] (?=NCCL|[\w/.-]+:\d+ NCCL)")
-_MSG_RANK = re.compile(r"\[(?:Rank|RANK|rank) ?(\d{1,6})\]|\b(?:global_rank|global rank|RANK|rank)[=: ]+(\d{1,6})\b(?! ?(?:/|of))")
+_MSG_RANK = re.compile(r"\[(?:Rank|RANK|rank)[ =]?(\d{1,6})\]|\brank (\d{1,6}) nranks \d")
 _RANK_PATH = re.compile(
     r"(?:^|[/_.-])(?:rank|worker|proc|process|task|node_rank|local_rank|gpu)[_.-]?(\d{1,6})(?=$|[/_.-])"
     r"|(?:^|/)attempt_\d+/(\d{1,6})/(?:stdout|stderr|error)"
@@ -156,7 +155,37 @@ _FIRST_CHARS: dict[str, tuple[str, ...]] = {
 }
 
 
+_FAST = re.compile(r"\[(?:rank|default)(\d{1,6})\]:[ ]?|\[\d+,(\d{1,6})\]<std(?:out|err)>:[ ]?")
+
+
+def _maybe_prefixed(text: str) -> bool:
+    if not text:
+        return False
+    if text[0] in "[({":
+        return True
+    colon = text.find(":", 0, 256)
+    return colon > 0 and text.find(" ", 0, colon) < 0
+
+
 def parse_prefix(line: str) -> Prefix | None:
+    """Launcher prefixes of ``line`` (fast path for torchrun/mpirun, else :func:`parse_prefixes`)."""
+    if line[:1] == "[":
+        m = _FAST.match(line)
+        if m is not None:
+            rest = line[m.end() :]
+            rank = int(m.group(1) or m.group(2))
+            fmt = "torchrun" if m.group(1) else "mpirun"
+            if _maybe_prefixed(rest):
+                inner = parse_prefixes(rest)
+                if inner is not None:
+                    return Prefix(fmt, inner.rest, rank, inner.host, inner.pid, inner.local_rank)
+            return Prefix(fmt, rest, rank)
+    if not _maybe_prefixed(line) and line[:1] not in " 0123456789":
+        return None
+    return parse_prefixes(line)
+
+
+def parse_prefixes(line: str) -> Prefix | None:
     """Peel launcher prefixes off ``line`` (up to three nested layers) and merge what they say.
 
     >>> p = parse_prefix("node-a: [rank3]: RuntimeError: boom")
@@ -193,10 +222,17 @@ def _try_formats(text: str, *, nested: bool) -> Prefix | None:
     names: tuple[str, ...]
     if first in _FIRST_CHARS:
         names = _FIRST_CHARS[first]
-    elif first.isdigit() or first == " ":
-        names = ("nccl", "srun", "pdsh")
     else:
-        names = ("nccl", "pdsh")
+        # host- and NCCL-style prefixes need a ':' before the first space
+        colon = text.find(":", 0, 256)
+        space = text.find(" ", 0, colon) if colon > 0 else -1
+        hostlike = colon > 0 and space < 0
+        if first.isdigit() or first == " ":
+            names = ("nccl", "srun", "pdsh") if hostlike else ("srun",)
+        elif hostlike:
+            names = ("nccl", "pdsh")
+        else:
+            return None
     for name in names:
         if nested and name in ("srun", "jsonl"):
             continue

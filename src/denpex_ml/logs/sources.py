@@ -74,6 +74,13 @@ class _Counting(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._inner.close()
+            finally:
+                super().close()
+
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
         try:
             data = self._inner.read(len(b))

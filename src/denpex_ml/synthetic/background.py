@@ -37,13 +37,13 @@ def _bar(frac: float, width: int = 10) -> str:
     return body.ljust(width)
 
 
-def step_line(sc: Scenario, style: str, step: int, total: int, loss: float | str, *, grad_norm: float | str = 1.0, scale: float = 65536.0) -> str:
+def step_line(sc: Scenario, style: str, step: int, total: int, loss: float | str, *, grad_norm: float | str = 1.0, scale: float = 65536.0, t: float | None = None) -> str:
     """One training-progress line in ``style`` (see :data:`STEP_STYLES`)."""
     rng = sc.rng
     loss_s = loss if isinstance(loss, str) else f"{loss:.4f}"
     gn = grad_norm if isinstance(grad_norm, str) else f"{grad_norm:.3f}"
     if style == "megatron":
-        ts = sc.when(step * 4.2)
+        ts = sc.when(t if t is not None else sc.fail_time)
         loss_e = loss if isinstance(loss, str) else f"{loss:.6E}"
         return (
             f" [{ts:%Y-%m-%d %H:%M:%S}] iteration {step:>8}/{total:>8} | consumed samples: {step * 1024:>12} | elapsed time per iteration (ms): "
@@ -53,7 +53,7 @@ def step_line(sc: Scenario, style: str, step: int, total: int, loss: float | str
     if style == "hf":
         return f"{{'loss': {loss_s}, 'grad_norm': {gn}, 'learning_rate': {rng.uniform(1e-6, 3e-4):.10g}, 'epoch': {step / max(total, 1):.2f}}}"
     if style == "deepspeed":
-        ts = sc.when(step * 2.1)
+        ts = sc.when(t if t is not None else sc.fail_time)
         return f"[{ts:%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped={rng.randint(0, 3)}, lr=[{rng.uniform(1e-5, 3e-4):.6g}], mom=[[0.9, 0.95]]"
     if style == "lightning":
         frac = step / max(total, 1)
@@ -148,12 +148,12 @@ def background(sc: Scenario, t0: float, t1: float, count: int, *, style: str | N
     while i < progress:
         t = t0 + span * i / progress
         loss = loss_at(step) if loss_at else max(0.05, 2.5 * math.exp(-step / (total * 0.8)) + rng.gauss(0, 0.08))
-        line = step_line(sc, style, step, total, loss, grad_norm=abs(rng.gauss(1.0, 0.4)))
+        line = step_line(sc, style, step, total, loss, grad_norm=abs(rng.gauss(1.0, 0.4)), t=t)
         if tqdm_chain and i + 3 < progress:
             parts = [line]
             for _ in range(rng.randint(2, 5)):
                 step += 1
-                parts.append(step_line(sc, style, step, total, loss))
+                parts.append(step_line(sc, style, step, total, loss, t=t))
             line = "\r".join(parts)
             i += len(parts) - 1
         sc.noise(0 if 0 in sc.visible else sc.visible[0], t, line, stream="stdout")

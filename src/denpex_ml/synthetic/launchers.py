@@ -9,6 +9,7 @@ Root-cause lines are never removed by truncation, so every incident keeps its ev
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -88,7 +89,7 @@ def _truncate(sc: Scenario, lines: list[_Line], kind: str) -> tuple[list[_Line],
         return out, True
     if kind == "middle":
         bounds = [-1, *keep, len(lines)]
-        gaps = [(a + 1, b) for a, b in zip(bounds, bounds[1:]) if b - a > 12]
+        gaps = [(a + 1, b) for a, b in itertools.pairwise(bounds) if b - a > 12]
         if gaps:
             a, b = rng.choice(gaps)
             i = rng.randint(a + 2, a + (b - a) // 2)

@@ -241,7 +241,9 @@ class Scenario:
         self._seq += 1
         self.events.append(Event(t=t, seq=self._seq, rank=rank, node=node, text=text, role=role, stream=stream))
         if role == "root" and len(self.key_lines) < 6:
-            first = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
+            lines = [ln for ln in text.split("\n") if ln.strip()]
+            salient = [ln for ln in lines if not ln[0].isspace() and not ln.startswith("Traceback")]
+            first = (salient or lines or [""])[0].strip()
             if first and first not in self.key_lines:
                 self.key_lines.append(first)
 

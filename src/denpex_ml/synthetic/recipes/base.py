@@ -67,7 +67,7 @@ def teardown(sc: Scenario, t: float, failed: Sequence[tuple[int, int]]) -> None:
         for r, c in failed[:4]:
             sc.agent(sc.node_of(r), t + sc.jitter(1.0), f"srun: error: {sc.host(r)}: task {r}: {'Exited with exit code ' + str(c) if c > 0 else 'Aborted' if c == -6 else 'Killed'}")
         sc.agent(node, t + 1.2, f"slurmstepd: error: *** STEP {step} ON {sc.host(0)} CANCELLED AT {sc.when(t + 1):%Y-%m-%dT%H:%M:%S} ***")
-        sc.agent(node, t + 1.3, f"srun: Job step aborted: Waiting up to 32 seconds for job step to finish.")
+        sc.agent(node, t + 1.3, "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.")
     elif sc.launcher == "mpirun":
         sc.agent(node, t + 1.0, "-" * 74 + "\nPrimary job  terminated normally, but 1 process returned\na non-zero exit code. Per user-direction, the job has been aborted.\n" + "-" * 74)
         sc.agent(

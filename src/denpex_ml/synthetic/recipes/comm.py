@@ -57,7 +57,7 @@ def _init(sc: Scenario) -> None:
         text = f"{p} misc/socket.cc:{rng.choice((484, 567))} NCCL WARN socketStartConnect: Connect to {sc.ip(0)}<{rng.randint(30000, 60000)}> failed : {rng.choice(('Connection refused', 'No route to host', 'Connection timed out'))}"
         exc = "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\nLast error:\nsocketStartConnect: Connect to 10.0.0.1 failed"
     elif v == "client-timeout":
-        text = f"torch.distributed.DistNetworkError: The client socket has timed out after 1800s while trying to connect to ({sc.ip(0)}, 29500)." if not sc.old else f"RuntimeError: connect() timed out. Original timeout was 1800000 ms."
+        text = f"torch.distributed.DistNetworkError: The client socket has timed out after 1800s while trying to connect to ({sc.ip(0)}, 29500)." if not sc.old else "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
         exc = ""
     elif v == "store-barrier":
         text = f"RuntimeError: Timed out initializing process group in store based barrier on rank: {init}, for key: store_based_barrier_key:1 (world_size={sc.n_ranks}, worker_count={max(1, sc.n_ranks - sc.gpus_per_node)}, timeout=0:30:00)"

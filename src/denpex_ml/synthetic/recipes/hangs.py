@@ -76,7 +76,7 @@ def _subset(sc: Scenario) -> None:
         _hang_end(sc, t + timeout / 1000, sc.visible)
         return
     # the divergent ranks are one or two SeqNums ahead of the rest
-    ahead = [init] + [r for r in sc.others() if sc.node_of(r) == sc.node_of(init)][: rng.randint(0, 2)]
+    ahead = [init, *[r for r in sc.others() if sc.node_of(r) == sc.node_of(init)][: rng.randint(0, 2)]]
     behind = [r for r in sc.visible if r not in ahead]
     numel = rng.choice((1, 6, 1024, 46684160))
     gap = rng.randint(1, 2)
@@ -128,7 +128,7 @@ def _fsdp_init(sc: Scenario) -> None:
     t = rng.uniform(20, 600)
     sc.fail_time = t
     if rng.random() < 0.5:
-        sc.context(init, t - 10, f"Some weights of the model checkpoint at /models/base were not used when initializing LlamaForCausalLM: ['lm_head.weight']")
+        sc.context(init, t - 10, "Some weights of the model checkpoint at /models/base were not used when initializing LlamaForCausalLM: ['lm_head.weight']")
     if v == "ddp-param-count":
         msg = f"RuntimeError: DDP expects same model across all ranks, but Rank {init} has {rng.randint(8, 3000)} params, while rank 0 has inconsistent {rng.randint(0, 7)} params."
         frames = script_frames(sc, ("sp:torch/nn/parallel/distributed.py", 674, "__init__", "_verify_param_shape_across_processes(self.process_group, parameters)"), ("sp:torch/distributed/utils.py", 118, "_verify_param_shape_across_processes", "return dist._verify_params_across_processes(process_group, tensors, logger)"))

@@ -72,7 +72,7 @@ def _fallen_off(sc: Scenario) -> None:
     if v in ("xid79", "aer") or sc.chance(0.4):
         sc.root(None, t - 0.2, _dmesg(sc, f"NVRM: Xid (PCI:{pci}): 79, pid={sc.pid(init)}, name=python3, GPU has fallen off the bus.") + "\n" + _dmesg(sc, f"NVRM: GPU {pci}.0: GPU has fallen off the bus."), node=node)
     if v == "aer":
-        sc.context(None, t - 1, "\n".join(_dmesg(sc, f"pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)") for _ in range(rng.randint(2, 4))), node=node)
+        sc.context(None, t - 1, "\n".join(_dmesg(sc, "pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)") for _ in range(rng.randint(2, 4))), node=node)
     if v == "nvidia-smi":
         sc.root(None, t + 900, f"Unable to determine the device handle for GPU{pci}.0: Unknown Error", node=node)
     what = rng.choice(("unknown error", "unspecified launch failure"))

@@ -18,7 +18,7 @@ def _nan_steps(sc: Scenario, t: float, n: int, *, scale_drop: bool = False, firs
     for i in range(n):
         if scale_drop:
             scale = max(1.0, scale / 2)
-        line = step_line(sc, sc.step_style, step + i, step * 3, "nan", grad_norm="nan", scale=scale)
+        line = step_line(sc, sc.step_style, step + i, step * 3, "nan", grad_norm="nan", scale=scale, t=t + i * 4.0)
         sc.emit(0, t + i * 4.0, line, first_role if i == 0 else "symptom", stream="stdout")
     return t + n * 4.0
 

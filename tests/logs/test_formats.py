@@ -1,0 +1,141 @@
+"""Every launcher format splits to the right ranks (one fixture file per format)."""
+
+from __future__ import annotations
+
+import pytest
+
+from denpex_ml.logs import GLOBAL_STREAM, parse_prefix, rank_from_path, read_logs
+
+
+def texts(bundle, key):  # type: ignore[no-untyped-def]
+    return [ln.text for ln in bundle.streams[key].lines]
+
+
+def test_torchrun_rank_prefix(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("torchrun.log"))
+    assert b.ranks == [0, 1]
+    assert any("CUDA out of memory" in t for t in texts(b, 1))
+    assert any("Watchdog caught" in t for t in texts(b, 0))
+    assert b.formats["torchrun"] == 6
+    assert all(not t.startswith("[rank") for t in texts(b, 1))
+
+
+def test_torchrun_default_prefix(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("default_prefix.log"))
+    assert b.ranks == [0, 2, 3]
+    assert texts(b, 2) == ["RuntimeError: expected scalar type Float but found Half"]
+
+
+def test_srun_label(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("srun.log"))
+    assert b.ranks == [0, 1, 2]
+    assert "KeyError: 'input_ids'" in texts(b, 2)
+    glob = texts(b, GLOBAL_STREAM)
+    assert glob == ["srun: error: node-1: task 2: Exited with exit code 1"]
+
+
+def test_openmpi_tag_output(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("mpirun.log"))
+    assert b.ranks == [0, 1, 3]
+    assert texts(b, 3) == ["Segmentation fault (core dumped)"]
+
+
+def test_pdsh_host_prefix_with_inner_rank(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("pdsh.log"))
+    assert 1 in b.ranks and 5 in b.ranks  # [rank1] prefix and [Rank 5] inside the message
+    assert any("illegal memory access" in t for t in texts(b, 1))
+    everything = b.text()
+    assert "worker-3" not in everything and "worker-7" not in everything and "10.20.30.41" not in everything
+    assert {"node-1", "ip-1"} & set(map(str, b.streams))
+
+
+def test_nccl_debug_lines_map_to_global_ranks(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("nccl_debug.log"))
+    assert b.ranks == [0, 1]
+    assert any("Got completion from peer" in t for t in texts(b, 1))
+    # the Bootstrap line was printed before the pid's rank was known and is merged in later
+    assert any("Bootstrap" in t for t in texts(b, 0))
+    assert "gpu-a17" not in b.text() and "10.20.1.5" not in b.text()
+
+
+def test_nccl_debug_single_host_unmapped_keeps_pid_streams() -> None:
+    b = read_logs(text="h1:10:10 [3] NCCL INFO Channel 00/02\nh1:11:11 [2] NCCL WARN Call to ibv_modify_qp failed\n")
+    assert b.ranks == []
+    assert sorted(map(str, b.streams)) == ["node-1:pid10", "node-1:pid11"]
+
+
+def test_ray_worker_prefix(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("ray.log"))
+    assert 2 in b.ranks
+    assert any("Expected input batch_size" in t for t in texts(b, 2))
+    assert any(isinstance(k, str) and k.endswith(":pid81299") for k in b.streams)
+    assert b.formats["ray"] == 3
+
+
+def test_ucx_prefix(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("ucx.log"))
+    key = next(k for k in b.streams if isinstance(k, str) and k.endswith(":pid51234"))
+    assert texts(b, key)[0].startswith("Caught signal 11")
+    assert "gpu-node-9" not in b.text()
+
+
+def test_log_aggregator_jsonl(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("aggregator.jsonl"))
+    assert b.ranks == [0, 1, 3]
+    assert texts(b, 3)[0].startswith("torch.distributed.DistBackendError")
+
+
+def test_elastic_root_cause_summary(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("elastic_summary.log"))
+    assert b.launcher is not None and b.launcher.root_cause is not None
+    rc = b.launcher.root_cause
+    assert (rc.rank, rc.local_rank, rc.exitcode, rc.signal) == (5, 1, -9, "SIGKILL")
+    assert [f.rank for f in b.launcher.failures] == [6]
+    assert rc.host is not None and rc.host.startswith("node-")
+    assert "gpu-node-17" not in b.text()
+
+
+def test_mixed_formats_in_one_file(log_fixture) -> None:  # type: ignore[no-untyped-def]
+    b = read_logs(log_fixture("mixed.log"))
+    assert b.ranks == [0, 1, 2, 3]
+    assert texts(b, GLOBAL_STREAM) == ["Some launcher line without a rank"]
+    assert set(b.formats) == {"torchrun", "srun", "mpirun", "pdsh"}
+
+
+@pytest.mark.parametrize(
+    ("path", "rank"),
+    [
+        ("rank3.log", 3),
+        ("logs/rank_3.txt", 3),
+        ("rank-12.out", 12),
+        ("worker-3.log", 3),
+        ("llm-train-worker-7", 7),
+        ("run/attempt_0/3/stderr.log", 3),
+        ("node-a/worker-2.log", 2),
+        ("stderr-5", 5),
+        ("train.log", None),
+        ("job-12345.log", None),
+    ],
+)
+def test_rank_from_file_name(path: str, rank: int | None) -> None:
+    assert rank_from_path(path) == rank
+
+
+@pytest.mark.parametrize(
+    ("line", "rank", "host"),
+    [
+        ("[rank3]:[E419 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank 3] x", 3, None),
+        ("[default11]:hello", 11, None),
+        ("node-a: [rank4]: boom", 4, "node-a"),
+        ("[1,7]<stdout>:[rank7]: x", 7, None),
+        ("[rank2]:gpu1:10:11 [2] NCCL INFO x", 2, "gpu1"),
+        ("RuntimeError: not a prefix", None, None),
+        ("Traceback (most recent call last):", None, None),
+    ],
+)
+def test_parse_prefix(line: str, rank: int | None, host: str | None) -> None:
+    p = parse_prefix(line)
+    if rank is None and host is None:
+        assert p is None
+    else:
+        assert p is not None and p.rank == rank and p.host == host
