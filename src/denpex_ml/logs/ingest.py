@@ -13,6 +13,8 @@ import gzip
 import io
 import os
 import re
+import tarfile
+import zipfile
 import zlib
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -186,6 +188,8 @@ class _Builder:
             dst.n_salient += src.n_salient
             dst.hosts |= src.hosts
         bundle = self.bundle
+        names = {raw: masker.mask(raw) for raw in bundle.sources}  # member names can hold hosts/users
+        bundle.sources = [names[raw] for raw in bundle.sources]
         for key, st in self.streams.items():
             seen: set[tuple[str, int]] = set()
             lines: list[LogLine] = []
@@ -194,7 +198,7 @@ class _Builder:
                 if ident in seen:
                     continue
                 seen.add(ident)
-                lines.append(LogLine(key, source, lineno, text, host, salient))
+                lines.append(LogLine(key, names.get(source, source), lineno, text, host, salient))
             order = {s: i for i, s in enumerate(bundle.sources)}
             lines.sort(key=lambda ln: (order.get(ln.source, 0), ln.lineno))
             bundle.streams[key] = RankLog(key, lines, st.n_lines, st.n_salient, st.hosts)
@@ -244,14 +248,13 @@ def _line_indices(pattern: re2._Regexp, block: bytes) -> set[int]:  # type: igno
 
 def _ingest_stream(builder: _Builder, masker: Masker, stream: io.BufferedIOBase | io.RawIOBase, name: str, limits: IngestLimits) -> None:
     file_rank = rank_from_path(name)
-    name = masker.mask(name)  # member names can hold host or user names too
-    builder.bundle.sources.append(name)
+    builder.bundle.sources.append(name)  # masked in finish(), once every host is known
     lineno = 0
     try:
         for block in iter_text_blocks(stream, name=name, max_line_chars=limits.max_line_chars):  # type: ignore[arg-type]
             builder.bundle.n_bytes += len(block)
             lineno = builder.add_block(block, masker, name, file_rank, lineno)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except (EOFError, zlib.error, gzip.BadGzipFile, tarfile.TarError, zipfile.BadZipFile) as exc:
         raise ArchiveError(f"{name}: corrupt or truncated compressed data ({exc})") from None
     except OSError as exc:
         if isinstance(exc, DenpexError):

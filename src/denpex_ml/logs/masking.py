@@ -63,7 +63,7 @@ DEFAULT_RULES: tuple[MaskRule, ...] = (
 )
 
 _IPV4_RE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
-_IPV6_RE = re.compile(r"(?<![\w:.])(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){7})(?:[0-9a-fA-F]{1,4}|:)(?:[0-9a-fA-F]{0,4}:){1,7}[0-9a-fA-F]{1,4}(?![\w:])")
+_IPV6_RE = re.compile(r"(?<![\w.])(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){7})(?:[0-9a-fA-F]{1,4}|:)(?:[0-9a-fA-F]{0,4}:){1,7}[0-9a-fA-F]{1,4}(?![\w:])")
 _IPV6_HINT = re.compile(r"::|(?:[0-9a-fA-F]{1,4}:){7}")
 _FQDN_TLDS = (".local", ".internal", ".lan", ".cluster", ".corp", ".compute", ".intra", ".cloud", ".priv",
               ".com", ".net", ".org", ".io", ".edu", ".gov", ".ai")
@@ -202,7 +202,7 @@ class Masker:
             return None
         if self._host_re is None:
             names = sorted(self._hosts, key=len, reverse=True)
-            self._host_re = re.compile(r"(?<![\w.-])(?:" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+            self._host_re = re.compile(r"(?<![\w.-])(?:" + "|".join(map(re.escape, names)) + r")(?!\w)")
         return self._host_re
 
     # -- masking ----------------------------------------------------------------

@@ -209,9 +209,36 @@ def _open_plain(path: Path, budget: ReadBudget) -> BinaryIO:
 
 
 def _open_gzip(path: Path, budget: ReadBudget) -> BinaryIO:
-    raw = path.open("rb")
-    gz = gzip.GzipFile(fileobj=raw, mode="rb")
+    gz = gzip.open(path, "rb")  # owns (and closes) the file
+    raw = gz.fileobj
+    assert raw is not None
     return io.BufferedReader(_Counting(gz, budget, raw.tell), 1 << 16)  # type: ignore[arg-type]
+
+
+class _Chain(io.RawIOBase):
+    """``head`` bytes already read, then the rest of ``inner`` (for streams without peek)."""
+
+    def __init__(self, head: bytes, inner: BinaryIO) -> None:
+        self._head = head
+        self._inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._inner.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+def _read_head(stream: BinaryIO, n: int = 512) -> tuple[bytes, BinaryIO]:
+    head = stream.read(n)
+    return head, io.BufferedReader(_Chain(head, stream), 1 << 16)  # type: ignore[arg-type]
 
 
 def _gz_is_tar(path: Path) -> bool:
@@ -260,9 +287,11 @@ def _iter_tar_stream(
             fobj = tf.extractfile(info)
             if fobj is None:
                 continue
-            data_stream: BinaryIO = fobj  # type: ignore[assignment]
             full = _join(name, member_name)
-            head = data_stream.peek(512)[:512] if hasattr(data_stream, "peek") else b""  # type: ignore[attr-defined]
+            try:
+                head, data_stream = _read_head(fobj)  # type: ignore[arg-type]
+            except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+                raise ArchiveError(f"{name}: corrupt or truncated tar archive ({exc})") from None
             kind = source_kind(head, member_name)
             if kind == "plain":
                 yield Member(full, lambda s=data_stream: s)
