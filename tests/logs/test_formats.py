@@ -58,10 +58,15 @@ def test_nccl_debug_lines_map_to_global_ranks(log_fixture) -> None:  # type: ign
     assert "gpu-a17" not in b.text() and "10.20.1.5" not in b.text()
 
 
-def test_nccl_debug_single_host_unmapped_keeps_pid_streams() -> None:
+def test_nccl_debug_single_host_uses_local_ranks() -> None:
     b = read_logs(text="h1:10:10 [3] NCCL INFO Channel 00/02\nh1:11:11 [2] NCCL WARN Call to ibv_modify_qp failed\n")
+    assert b.ranks == [2, 3]
+
+
+def test_nccl_debug_two_hosts_unmapped_keeps_pid_streams() -> None:
+    b = read_logs(text="h1:10:10 [0] NCCL INFO Channel 00/02\nh2:11:11 [0] NCCL WARN Call to ibv_modify_qp failed\n")
     assert b.ranks == []
-    assert sorted(map(str, b.streams)) == ["node-1:pid10", "node-1:pid11"]
+    assert sorted(map(str, b.streams)) == ["node-1:pid10", "node-2:pid11"]
 
 
 def test_ray_worker_prefix(log_fixture) -> None:  # type: ignore[no-untyped-def]

@@ -177,6 +177,15 @@ class _Builder:
         st.tail.append(item)
 
     def finish(self, masker: Masker) -> LogBundle:
+        # NCCL debug lines from a single host, with no rank stated anywhere: the local rank
+        # printed by NCCL ("[3]") is the only basis, and on one node it is the global rank.
+        pid_streams = [k for k in self.streams if isinstance(k, str) and k in self.pid_local and k not in self.pid_rank]
+        if pid_streams and not any(isinstance(k, int) for k in self.streams):
+            hosts = {self.pid_local[k][0] for k in pid_streams}
+            local = [self.pid_local[k][1] for k in pid_streams]
+            if len(hosts) == 1 and len(set(local)) == len(local):
+                for k in pid_streams:
+                    self.pid_rank[k] = self.pid_local[k][1]
         # Streams named by NCCL host:pid whose global rank became known later are merged in.
         for key in [k for k in self.streams if isinstance(k, str) and k in self.pid_rank]:
             src = self.streams.pop(key)
@@ -209,7 +218,7 @@ class _Builder:
 
 
 _PROBE = re.compile(
-    r"^(?:\[(?:rank|default)\d|\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |[\w.-]+:\d+:\d+ \[\d|[\w.-]+: )",
+    r"^(?:\[?\d{4}-\d\d-\d\d[T ]|[A-Z][a-z]{2} [ \d]\d \d\d:|\[(?:rank|default)\d|\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |[\w.-]+:\d+:\d+ \[\d|[\w.-]+: )",
     re.MULTILINE,
 )
 

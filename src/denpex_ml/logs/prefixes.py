@@ -167,7 +167,29 @@ def _maybe_prefixed(text: str) -> bool:
     return colon > 0 and text.find(" ", 0, colon) < 0
 
 
+_LEADING_TS = re.compile(
+    r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)[ \t]+"
+)
+
+
 def parse_prefix(line: str) -> Prefix | None:
+    """Launcher prefixes of ``line``, also behind a leading timestamp (kubectl --timestamps, syslog).
+
+    The timestamp stays at the start of ``rest`` so that events can still be ordered.
+    """
+    first = line[:1]
+    if first.isdigit() or first == "[" or first.isupper():
+        m = _LEADING_TS.match(line)
+        if m is not None:
+            inner = _parse_prefix(line[m.end() :])
+            if inner is None:
+                return None
+            return inner._replace(rest=line[: m.end()] + inner.rest)
+    return _parse_prefix(line)
+
+
+def _parse_prefix(line: str) -> Prefix | None:
     """Launcher prefixes of ``line`` (fast path for torchrun/mpirun, else :func:`parse_prefixes`)."""
     if line[:1] == "[":
         m = _FAST.match(line)
