@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from denpex_ml.logs.launcher import LauncherSummary
 from denpex_ml.logs.timestamps import parse_timestamp
@@ -34,8 +33,9 @@ class LogLine:
     def rank(self) -> int | None:
         return self.stream if isinstance(self.stream, int) else None
 
-    @cached_property
-    def timestamp(self) -> float | None:  # type: ignore[misc]
+    @property
+    def timestamp(self) -> float | None:
+        """Seconds of the line's timestamp, if it has one (parsed on demand)."""
         return parse_timestamp(self.text)
 
 

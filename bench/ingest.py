@@ -1,0 +1,315 @@
+"""Ingestion benchmark: throughput and peak memory of ``denpex_ml.logs.read_logs``.
+
+For each size a deterministic interleaved 64-rank torchrun log is generated once (and cached
+in ``<out>/cache``), then ``read_logs(path)`` runs ``--repeat`` times, each in a fresh
+subprocess whose peak RSS is taken from ``os.wait4``. ``grep -c .`` over the same file is the
+reference for how fast those bytes can be scanned at all.
+
+    python -m bench.ingest                       # 10M and 200M, 3 runs each
+    python -m bench.ingest --sizes 10M,200M,1G --repeat 3 --out bench/out
+
+Writes ``<out>/ingest.json`` and ``<out>/ingest.md`` and prints the markdown table;
+progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.gen_log import GENERATOR_VERSION, culprit_rank, parse_size, write_interleaved_log
+
+__all__ = ["machine_info", "main", "run_grep_once", "run_ingest_once"]
+
+MB = 1_000_000  # throughput and RSS are reported in decimal megabytes
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _progress(msg: str) -> None:
+    print(f"[bench.ingest {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- the measured child ---------------------------------------------------------------------
+def _worker(path: str) -> int:
+    """Run in a fresh interpreter: import, time one ``read_logs(path)``, print JSON on stdout."""
+    import resource
+
+    t0 = time.perf_counter()
+    from denpex_ml.logs import read_logs
+
+    t_import = time.perf_counter() - t0
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    t0 = time.perf_counter()
+    bundle = read_logs(path)
+    wall = time.perf_counter() - t0
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    root = bundle.launcher.root_cause if bundle.launcher else None
+    json.dump(
+        {
+            "wall_s": wall,
+            "import_s": t_import,
+            "cpu_s": ru.ru_utime + ru.ru_stime,
+            "rss_after_import_kib": rss_before,
+            "n_lines": bundle.n_lines,
+            "n_bytes": bundle.n_bytes,
+            "n_ranks": len(bundle.ranks),
+            "n_streams": len(bundle.streams),
+            "n_retained": sum(len(s.lines) for s in bundle.streams.values()),
+            "formats": dict(bundle.formats),
+            "masked": bundle.masked,
+            "root_cause_rank": root.rank if root else None,
+        },
+        sys.stdout,
+    )
+    return 0
+
+
+def run_ingest_once(path: Path) -> dict[str, object]:
+    """One ``read_logs(path)`` in a fresh subprocess; adds its peak RSS (from ``wait4``)."""
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.ingest", "--worker", str(path)], cwd=REPO, stdout=out, env=env
+        )
+        _, status, rusage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ingest worker on {path} failed with exit code {proc.returncode}")
+        out.seek(0)
+        result: dict[str, object] = json.loads(out.read())
+    result["peak_rss_mb"] = rusage.ru_maxrss * 1024 / MB
+    result["rss_after_import_mb"] = int(result.pop("rss_after_import_kib")) * 1024 / MB  # type: ignore[call-overload]
+    return result
+
+
+def run_grep_once(path: Path) -> dict[str, float]:
+    """Wall time of ``LC_ALL=C grep -c . path`` (the speed limit of scanning the bytes once)."""
+    env = dict(os.environ, LC_ALL="C")
+    t0 = time.perf_counter()
+    done = subprocess.run(["grep", "-c", ".", str(path)], capture_output=True, env=env, check=True)
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "count": int(done.stdout)}
+
+
+# -- context -----------------------------------------------------------------------------------
+def machine_info() -> dict[str, object]:
+    """Cores, CPU model, Python and library versions, git commit."""
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions: dict[str, str | None] = {}
+    for mod in ("numpy", "re2", "psutil"):
+        try:
+            from importlib.metadata import version
+
+            versions[mod] = version({"re2": "google-re2"}.get(mod, mod))
+        except Exception:
+            versions[mod] = None
+    try:
+        from importlib.metadata import version
+
+        versions["denpex_ml"] = version("denpex_ml")
+    except Exception:
+        versions["denpex_ml"] = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": model,
+        "mem_total_gb": _mem_total_gb(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "python_impl": platform.python_implementation(),
+        "versions": versions,
+        "git": _git_info(),
+    }
+
+
+def _mem_total_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) * 1024 / 1e9, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _git_info() -> dict[str, object]:
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    status = git("status", "--porcelain", "--", "src")
+    return {"commit": git("rev-parse", "HEAD"), "src_dirty": bool(status) if status is not None else None}
+
+
+# -- orchestration -------------------------------------------------------------------------------
+def _log_for(size: int, cache: Path | None, tmp: Path, ranks: int, seed: int) -> Path:
+    name = f"interleaved-{size}B-r{ranks}-s{seed}-v{GENERATOR_VERSION}.log"
+    if cache is not None:
+        path = cache / name
+        if path.exists():
+            _progress(f"reusing cached {path}")
+            return path
+        cache.mkdir(parents=True, exist_ok=True)
+    else:
+        path = tmp / name
+    partial = path.with_suffix(".log.tmp")
+    _progress(f"generating {_human(size)} log -> {path}")
+    t0 = time.perf_counter()
+    write_interleaved_log(partial, size, ranks, seed)
+    partial.replace(path)  # only complete logs are ever reused
+    _progress(f"  generated in {time.perf_counter() - t0:.1f}s")
+    return path
+
+
+def _warm_page_cache(path: Path) -> None:
+    with open(path, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+
+def _human(n: int) -> str:
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return f"{n}B"
+
+
+def bench_size(size: int, *, repeat: int, cache: Path | None, tmp: Path, ranks: int, seed: int) -> dict[str, object]:
+    path = _log_for(size, cache, tmp, ranks, seed)
+    n_bytes = path.stat().st_size
+    _warm_page_cache(path)
+    grep_runs = [run_grep_once(path) for _ in range(repeat)]
+    grep_wall = statistics.median(r["wall_s"] for r in grep_runs)
+    _progress(f"{_human(size)}: grep -c . median {grep_wall:.3f}s ({n_bytes / MB / grep_wall:.0f} MB/s)")
+    runs = []
+    for i in range(repeat):
+        r = run_ingest_once(path)
+        runs.append(r)
+        _progress(
+            f"{_human(size)}: read_logs run {i + 1}/{repeat}: {r['wall_s']:.2f}s "
+            f"({n_bytes / MB / r['wall_s']:.1f} MB/s), peak RSS {r['peak_rss_mb']:.0f} MB"
+        )  # type: ignore[operator]
+    wall = statistics.median(float(r["wall_s"]) for r in runs)  # type: ignore[arg-type]
+    rss = statistics.median(float(r["peak_rss_mb"]) for r in runs)  # type: ignore[arg-type]
+    n_lines = int(runs[0]["n_lines"])  # type: ignore[call-overload]
+    expected_culprit = culprit_rank(ranks, seed)
+    if runs[0]["root_cause_rank"] != expected_culprit:
+        _progress(
+            f"WARNING: launcher root cause rank {runs[0]['root_cause_rank']} != generated culprit {expected_culprit}"
+        )
+    return {
+        "size": _human(size),
+        "size_bytes": n_bytes,
+        "path": str(path),
+        "lines": n_lines,
+        "grep_count": grep_runs[0]["count"],
+        "ingest_wall_s": wall,
+        "ingest_mb_s": n_bytes / MB / wall,
+        "lines_per_s": n_lines / wall,
+        "peak_rss_mb": rss,
+        "peak_rss_mb_max": max(float(r["peak_rss_mb"]) for r in runs),  # type: ignore[arg-type]
+        "rss_after_import_mb": statistics.median(float(r["rss_after_import_mb"]) for r in runs),  # type: ignore[arg-type]
+        "grep_wall_s": grep_wall,
+        "grep_mb_s": n_bytes / MB / grep_wall,
+        "grep_over_ingest": (n_bytes / MB / grep_wall) / (n_bytes / MB / wall),
+        "expected_root_cause_rank": expected_culprit,
+        "runs": runs,
+        "grep_runs": grep_runs,
+    }
+
+
+def markdown_table(results: list[dict[str, object]]) -> str:
+    rows = [
+        "| size | MB/s | lines/s | peak RSS MB | grep -c MB/s | ratio (grep/ingest) |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        rows.append(
+            f"| {r['size']} | {r['ingest_mb_s']:.1f} | {r['lines_per_s']:,.0f} | {r['peak_rss_mb']:.0f} | "
+            f"{r['grep_mb_s']:.0f} | {r['grep_over_ingest']:.0f}x |"
+        )
+    return "\n".join(rows)
+
+
+def _parse_sizes(text: str) -> list[int]:
+    return [parse_size(s) for s in text.split(",") if s.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--sizes", default="10M,200M", help="comma-separated uncompressed sizes (binary units), e.g. 10M,200M,1G"
+    )
+    ap.add_argument("--repeat", type=int, default=3, help="runs per size; medians are reported")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-cache", action="store_true", help="generate logs in a temp dir instead of <out>/cache")
+    ap.add_argument("--worker", metavar="PATH", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return _worker(args.worker)
+    if args.repeat < 1:
+        ap.error(f"--repeat must be >= 1, got {args.repeat}")
+    try:
+        sizes = _parse_sizes(args.sizes)
+    except ValueError as exc:
+        ap.error(str(exc))
+    args.out.mkdir(parents=True, exist_ok=True)
+    info = machine_info()
+    _progress(f"machine: {info['cpu_model']}, {info['cpu_count']} cores, Python {info['python']}")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="denpex-bench-") as tmp:
+        cache = None if args.no_cache else args.out / "cache"
+        for size in sizes:
+            results.append(
+                bench_size(size, repeat=args.repeat, cache=cache, tmp=Path(tmp), ranks=args.ranks, seed=args.seed)
+            )
+    table = markdown_table(results)
+    report = {
+        "benchmark": "ingest",
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "params": {
+            "sizes": args.sizes,
+            "repeat": args.repeat,
+            "ranks": args.ranks,
+            "seed": args.seed,
+            "generator_version": GENERATOR_VERSION,
+            "mb": MB,
+        },
+        "machine": info,
+        "results": results,
+    }
+    (args.out / "ingest.json").write_text(json.dumps(report, indent=2) + "\n")
+    git = info["git"]
+    header = (
+        f"# Ingestion benchmark\n\n{report['created']} · commit {git['commit']}"  # type: ignore[index]
+        f"{' (src dirty)' if git['src_dirty'] else ''} · {info['cpu_model']} · "  # type: ignore[index]
+        f"{info['cpu_count']} cores · Python {info['python']} · {args.repeat} runs per size, medians\n\n"
+    )
+    (args.out / "ingest.md").write_text(header + table + "\n")
+    _progress(f"wrote {args.out / 'ingest.json'} and {args.out / 'ingest.md'}")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

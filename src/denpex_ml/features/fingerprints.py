@@ -1,0 +1,131 @@
+"""Matching every taxonomy fingerprint against log lines in one pass per line.
+
+All fingerprints RE2 can compile go into one ``re2.Set`` (a single linear-time scan per
+line reports every matching pattern); the few that need Python-only syntax (look-arounds,
+back-references) are searched with :mod:`re`, after a cheap literal pre-check.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import re2
+
+from denpex_ml.logs.bundle import LogLine
+from denpex_ml.taxonomy import Fingerprint, FingerprintKind, FingerprintRole, Taxonomy
+
+__all__ = ["ROLE_FEATURES", "FingerprintHit", "FingerprintMatcher"]
+
+#: Per-entry feature columns, in order.
+ROLE_FEATURES = ("root_cause", "root_cause_n", "symptom", "context")
+_PY_ONLY = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\*\+|\+\+|\?\+")
+
+
+@dataclass(frozen=True)
+class FingerprintHit:
+    """A fingerprint of ``entry_id`` matched ``line``."""
+
+    entry_id: str
+    fingerprint: Fingerprint
+    line: LogLine
+
+    @property
+    def role(self) -> FingerprintRole:
+        return self.fingerprint.role
+
+    @property
+    def weight(self) -> float:
+        return self.fingerprint.weight
+
+
+class FingerprintMatcher:
+    """All fingerprints of a taxonomy, compiled once.
+
+    >>> from denpex_ml.taxonomy import load_taxonomy
+    >>> m = FingerprintMatcher(load_taxonomy())
+    >>> sorted({m.entry_of(i) for i in m.match_text("torch.OutOfMemoryError: CUDA out of memory.")})
+    ['cuda-oom']
+    """
+
+    def __init__(self, taxonomy: Taxonomy) -> None:
+        self.labels: list[str] = taxonomy.label_ids
+        self._label_index = {label: i for i, label in enumerate(self.labels)}
+        self.fingerprints: list[tuple[str, Fingerprint]] = [
+            (entry.id, fp) for entry in taxonomy if not entry.is_unknown for fp in entry.fingerprints
+        ]
+        opts = re2.Options()
+        opts.log_errors = False
+        self._set = re2.Set.SearchSet(opts)
+        self._set_ids: list[int] = []
+        self._python: list[tuple[int, re.Pattern[str]]] = []
+        for i, (_, fp) in enumerate(self.fingerprints):
+            pattern = re2.escape(fp.pattern) if fp.kind is FingerprintKind.LITERAL else fp.pattern
+            if fp.ignore_case:
+                pattern = f"(?i:{pattern})"
+            added = -1
+            if fp.kind is FingerprintKind.LITERAL or not _PY_ONLY.search(fp.pattern):
+                try:
+                    added = self._set.Add(pattern)
+                except Exception:  # RE2 refuses some Python syntax; fall back to re
+                    added = -1
+            if added >= 0:
+                self._set_ids.append(i)
+            else:
+                self._python.append((i, fp.regex))
+        self._set.Compile()
+
+    @property
+    def n_features(self) -> int:
+        return len(self.labels) * len(ROLE_FEATURES)
+
+    def entry_of(self, index: int) -> str:
+        return self.fingerprints[index][0]
+
+    def match_text(self, text: str) -> list[int]:
+        """Indices (into :attr:`fingerprints`) of every fingerprint found in one line."""
+        found = [self._set_ids[j] for j in (self._set.Match(text) or ())]
+        for i, rx in self._python:
+            if rx.search(text):
+                found.append(i)
+        return found
+
+    def scan(self, lines: Iterable[LogLine]) -> list[FingerprintHit]:
+        """Hits over many lines; identical texts are matched once."""
+        cache: dict[str, list[int]] = {}
+        hits: list[FingerprintHit] = []
+        for line in lines:
+            idx = cache.get(line.text)
+            if idx is None:
+                idx = cache[line.text] = self.match_text(line.text)
+            for i in idx:
+                entry_id, fp = self.fingerprints[i]
+                hits.append(FingerprintHit(entry_id, fp, line))
+        return hits
+
+    def features(self, hits: Sequence[FingerprintHit]) -> np.ndarray:
+        """Per entry: strongest root-cause weight, number of distinct root-cause
+        fingerprints (log-scaled), strongest symptom and strongest context weight."""
+        out = np.zeros((len(self.labels), len(ROLE_FEATURES)), dtype=np.float32)
+        seen: set[tuple[str, str]] = set()
+        for h in hits:
+            row = self._label_index[h.entry_id]
+            if h.role is FingerprintRole.ROOT_CAUSE:
+                out[row, 0] = max(out[row, 0], h.weight)
+                key = (h.entry_id, h.fingerprint.pattern)
+                if key not in seen:
+                    seen.add(key)
+                    out[row, 1] += 1.0
+            elif h.role is FingerprintRole.SYMPTOM:
+                out[row, 2] = max(out[row, 2], h.weight)
+            else:
+                out[row, 3] = max(out[row, 3], h.weight)
+        out[:, 1] = np.log1p(out[:, 1])
+        return out.reshape(-1)
+
+    def rule_scores(self, hits: Sequence[FingerprintHit]) -> np.ndarray:
+        """A transparent per-entry score: root-cause weight + 0.3 x (symptom + context)."""
+        f = self.features(hits).reshape(len(self.labels), len(ROLE_FEATURES))
+        return f[:, 0] + 0.1 * f[:, 1] + 0.3 * (f[:, 2] + f[:, 3])

@@ -1,0 +1,98 @@
+"""Templates and salient-line selection: a bounded, deduplicated set of lines per job.
+
+The cost of classifying a job must not grow with its noise, so only a bounded number of
+distinct line *templates* (numbers, addresses, pseudonyms replaced by placeholders) is
+embedded: lines with root-cause fingerprints first, then exceptions and errors, then
+other salient lines, then the last lines each rank printed before it went silent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from denpex_ml.features.fingerprints import FingerprintHit
+from denpex_ml.logs.bundle import LogBundle, LogLine
+from denpex_ml.taxonomy import FingerprintRole
+
+__all__ = ["EXCEPTION_RE", "SelectedLine", "select_lines", "template"]
+
+_GLOG_HEADER = re.compile(r"^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d+ +(?:\d+ )?[\w.-]+:\d+\] ?")
+_LEADING_TS = re.compile(
+    r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*|^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d "
+)
+_TEMPLATE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r"\bnode-\d+\b"), "<node>"),
+    (re.compile(r"\bip-\d+\b"), "<ip>"),
+    (re.compile(r"(?:/[\w.@+-]+){2,}/([\w.@+-]+)"), r"<path>/\1"),
+    (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
+    (re.compile(r"[ \t]+"), " "),
+)
+EXCEPTION_RE = re.compile(
+    r"\b\w*(?:Error|Exception|Interrupt)\b|Traceback|[Ss]egmentation fault|Killed|SIG[A-Z]{3,}|core dumped|"
+    r"NCCL WARN|Xid|[Ff]atal|FAILED|[Aa]borted|terminate called|exit(?:ed with)? ?code|exitcode"
+)
+
+
+def template(text: str) -> str:
+    """A line with its variable parts replaced by placeholders.
+
+    >>> template("[E419 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank 3] ran for 600011 ms on node-2")
+    '[Rank <n>] ran for <n> ms on <node>'
+    """
+    text = _LEADING_TS.sub("", text)
+    text = _GLOG_HEADER.sub("", text)
+    for rx, repl in _TEMPLATE_RULES:
+        text = rx.sub(repl, text)
+    return text.strip()[:400]
+
+
+@dataclass(frozen=True)
+class SelectedLine:
+    """One selected template with its first occurrence and why it was selected."""
+
+    line: LogLine
+    template: str
+    priority: float
+    reasons: tuple[str, ...]
+    count: int = 1
+
+
+def select_lines(
+    bundle: LogBundle, hits: Sequence[FingerprintHit], *, max_lines: int = 96, tail_per_rank: int = 3
+) -> list[SelectedLine]:
+    """At most ``max_lines`` distinct templates of the job, most telling first."""
+    best: dict[str, tuple[float, LogLine, set[str], int]] = {}
+
+    def offer(line: LogLine, priority: float, reason: str) -> None:
+        tpl = template(line.text)
+        if not tpl:
+            return
+        cur = best.get(tpl)
+        if cur is None:
+            best[tpl] = (priority, line, {reason}, 1)
+        else:
+            p, first, reasons, n = cur
+            reasons.add(reason)
+            best[tpl] = (max(p, priority), first, reasons, n + 1)
+
+    for h in hits:
+        if h.role is FingerprintRole.ROOT_CAUSE:
+            offer(h.line, 3.0 + h.weight, f"root-cause fingerprint of {h.entry_id}")
+        elif h.role is FingerprintRole.CONTEXT:
+            offer(h.line, 1.5 + 0.5 * h.weight, f"context fingerprint of {h.entry_id}")
+        else:
+            offer(h.line, 1.0 + 0.5 * h.weight, f"symptom fingerprint of {h.entry_id}")
+    for stream in bundle.streams.values():
+        for line in stream.lines:
+            if line.salient:
+                offer(line, 2.0 if EXCEPTION_RE.search(line.text) else 1.0, "error or warning line")
+        for line in stream.lines[-tail_per_rank:]:
+            offer(line, 0.5, "last line before the stream ended")
+    ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1].source, kv[1][1].lineno))
+    return [
+        SelectedLine(line, tpl, prio, tuple(sorted(reasons)), n) for tpl, (prio, line, reasons, n) in ranked[:max_lines]
+    ]

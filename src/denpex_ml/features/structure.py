@@ -1,0 +1,204 @@
+"""Cross-rank structure of a job: who timed out in which collective, who crashed, how.
+
+Hang classes share the same loud symptom (watchdog timeouts on the waiting ranks); what
+separates them is the pattern across ranks: the same SeqNum with a different op or size
+(mismatched collectives, divergent forward), some ranks one or two SeqNums ahead (a
+subset of ranks reached a collective the others never called), or one rank silent or
+crashed while the others wait.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from denpex_ml.features.select import EXCEPTION_RE
+from denpex_ml.logs.bundle import LogBundle, StreamKey
+
+__all__ = ["FEATURE_NAMES", "OP_TYPES", "CollectiveState", "StructureFeatures", "analyse_structure"]
+
+_WORK = re.compile(
+    r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(-?\d+), NumelOut=(-?\d+))?(?:, Timeout\(ms\)=(\d+))?"
+)
+_ENQUEUED = re.compile(r"last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)")
+_EXIT = re.compile(r"exit ?code\s*[:=]?\s*(-?\d+)|exited with (?:exit )?code (-?\d+)|returned non-zero exit status (-?\d+)")
+_SIGNAL = re.compile(r"\b(SIGKILL|SIGBUS|SIGSEGV|SIGABRT|SIGTERM|SIGINT|SIGHUP|SIGFPE|SIGILL)\b")
+_WATCHDOG = "Watchdog caught collective operation timeout"
+_EXC_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")
+
+OP_TYPES = (
+    "ALLREDUCE", "ALLTOALL", "ALLGATHER", "_ALLGATHER_BASE", "REDUCE_SCATTER", "BROADCAST",
+    "SEND", "RECV", "BARRIER", "COALESCED", "GATHER", "SCATTER",
+)  # fmt: skip
+_SIGNALS = ("SIGKILL", "SIGBUS", "SIGSEGV", "SIGABRT", "SIGTERM")
+_EXITS = (-9, -7, -11, -6, 1)
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "log_ranks",
+    "log_streams",
+    "no_rank_info",
+    "log_lines",
+    "any_watchdog",
+    "frac_ranks_watchdog",
+    "seq_same",
+    "seq_spread_small",
+    "seq_spread_large",
+    "same_seq_diff_op",
+    "numel_small",
+    "log_timeout_s",
+    "enqueued_ahead",
+    *(f"op_{op.lower()}" for op in OP_TYPES),
+    "has_traceback",
+    "log_exception_types",
+    "frac_ranks_exception",
+    "one_rank_exception",
+    "silent_rank",
+    *(f"signal_{s.lower()}" for s in _SIGNALS),
+    *(f"exit_{c}".replace("-", "m") for c in _EXITS),
+    "launcher_summary",
+    "has_timestamps",
+)
+
+
+@dataclass
+class CollectiveState:
+    """The last collective a rank reported in a watchdog/heartbeat line."""
+
+    seq: int
+    op: str
+    numel_in: int | None = None
+    numel_out: int | None = None
+    timeout_ms: int | None = None
+
+
+@dataclass
+class StructureFeatures:
+    """Numeric features (see :data:`FEATURE_NAMES`) plus per-rank facts for the initiator."""
+
+    vector: np.ndarray
+    collectives: dict[StreamKey, CollectiveState] = field(default_factory=dict)
+    exception_ranks: dict[StreamKey, str] = field(default_factory=dict)
+    watchdog_ranks: set[StreamKey] = field(default_factory=set)
+    first_error_ts: dict[StreamKey, float] = field(default_factory=dict)
+
+
+def _op_family(op: str) -> str:
+    op = op.upper()
+    if op.startswith("_REDUCE_SCATTER") or op.startswith("REDUCE_SCATTER"):
+        return "REDUCE_SCATTER"
+    if op.startswith("ALLTOALL"):
+        return "ALLTOALL"
+    return op
+
+
+def analyse_structure(bundle: LogBundle) -> StructureFeatures:
+    """Compute the cross-rank features of one job."""
+    collectives: dict[StreamKey, CollectiveState] = {}
+    exception_ranks: dict[StreamKey, str] = {}
+    watchdog: set[StreamKey] = set()
+    first_error_ts: dict[StreamKey, float] = {}
+    ops: Counter[str] = Counter()
+    signals: set[str] = set()
+    exits: set[int] = set()
+    exc_types: set[str] = set()
+    has_tb = False
+    enqueued_ahead = False
+    timeouts: list[int] = []
+    has_ts = False
+    for key, stream in bundle.streams.items():
+        for line in stream.lines:
+            text = line.text
+            if not line.salient:
+                continue
+            if _WATCHDOG in text or "WorkNCCL(" in text:
+                m = _WORK.search(text)
+                if m:
+                    seq, op = int(m.group(1)), m.group(2)
+                    ops[_op_family(op)] += 1
+                    state = CollectiveState(
+                        seq,
+                        op,
+                        int(m.group(3)) if m.group(3) else None,
+                        int(m.group(4)) if m.group(4) else None,
+                        int(m.group(5)) if m.group(5) else None,
+                    )
+                    if state.timeout_ms:
+                        timeouts.append(state.timeout_ms)
+                    prev = collectives.get(key)
+                    if prev is None or seq >= prev.seq:
+                        collectives[key] = state
+                if _WATCHDOG in text:
+                    watchdog.add(key)
+                continue
+            m2 = _ENQUEUED.search(text)
+            if m2 and int(m2.group(1)) - int(m2.group(2)) > 1:
+                enqueued_ahead = True
+            if "Traceback" in text:
+                has_tb = True
+            for s in _SIGNAL.findall(text):
+                signals.add(s)
+            for m3 in _EXIT.finditer(text):
+                code = next(g for g in m3.groups() if g is not None)
+                exits.add(int(code))
+            em = _EXC_NAME.search(text)
+            if em and "DistBackendError" not in text and "ChildFailedError" not in text:
+                exc_types.add(em.group(1))
+                if key not in exception_ranks and "Timeout" not in em.group(1):
+                    exception_ranks[key] = text
+            if EXCEPTION_RE.search(text):
+                ts = line.timestamp
+                if ts is not None:
+                    has_ts = True
+                    if key not in first_error_ts:
+                        first_error_ts[key] = ts
+    ranks = bundle.ranks
+    seqs = [c.seq for c in collectives.values()]
+    spread = (max(seqs) - min(seqs)) if seqs else -1
+    by_seq: dict[int, set[tuple[str, int | None]]] = {}
+    for c in collectives.values():
+        by_seq.setdefault(c.seq, set()).add((_op_family(c.op), c.numel_in))
+    same_seq_diff = any(len(v) > 1 for v in by_seq.values())
+    numel_small = any(c.numel_in is not None and c.numel_in <= 1 for c in collectives.values())
+    rank_keys = [k for k in bundle.streams if isinstance(k, int)]
+    exc_ranks_int = [k for k in exception_ranks if isinstance(k, int)]
+    silent = 0.0
+    if watchdog and rank_keys:
+        silent = float(any(k not in watchdog and k not in exception_ranks for k in rank_keys))
+    launcher = bundle.launcher
+    if launcher and launcher.root_cause:
+        if launcher.root_cause.signal:
+            signals.add(launcher.root_cause.signal)
+        if launcher.root_cause.exitcode is not None:
+            exits.add(launcher.root_cause.exitcode)
+    values: list[float] = [
+        math.log1p(len(ranks)),
+        math.log1p(len(bundle.streams)),
+        float(not ranks),
+        math.log1p(bundle.n_lines) / 10.0,
+        float(bool(watchdog)),
+        len([k for k in watchdog if isinstance(k, int)]) / max(len(rank_keys), 1),
+        float(spread == 0),
+        float(0 < spread <= 2),
+        float(spread > 2),
+        float(same_seq_diff),
+        float(numel_small),
+        math.log10(max(timeouts) / 1000.0) / 4.0 if timeouts else 0.0,
+        float(enqueued_ahead),
+        *(float(ops[op] > 0) for op in OP_TYPES),
+        float(has_tb),
+        math.log1p(len(exc_types)),
+        len(exc_ranks_int) / max(len(rank_keys), 1),
+        float(len(exception_ranks) == 1),
+        silent,
+        *(float(s in signals) for s in _SIGNALS),
+        *(float(c in exits) for c in _EXITS),
+        float(launcher is not None),
+        float(has_ts),
+    ]
+    vec = np.asarray(values, dtype=np.float32)
+    assert vec.shape[0] == len(FEATURE_NAMES)
+    return StructureFeatures(vec, collectives, exception_ranks, watchdog, first_error_ts)

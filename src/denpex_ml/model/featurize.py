@@ -1,0 +1,82 @@
+"""One job -> evidence and a fixed-length feature vector.
+
+Pipeline: fingerprint hits over the retained lines -> bounded selection of distinct line
+templates -> template embeddings (cached) -> pooled job embedding, plus cross-rank
+structure. Embedding calls per job are bounded by ``max_lines`` (default 96 templates).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from denpex_ml.embedding import Encoder
+from denpex_ml.features.fingerprints import FingerprintHit, FingerprintMatcher
+from denpex_ml.features.select import EXCEPTION_RE, SelectedLine, select_lines
+from denpex_ml.features.structure import FEATURE_NAMES, StructureFeatures, analyse_structure
+from denpex_ml.logs.bundle import LogBundle
+
+__all__ = ["Featurizer", "JobAnalysis"]
+
+
+@dataclass
+class JobAnalysis:
+    """Everything the model derived from one job's logs."""
+
+    bundle: LogBundle
+    hits: list[FingerprintHit]
+    selected: list[SelectedLine]
+    structure: StructureFeatures
+    fingerprint_features: np.ndarray
+    embedding: np.ndarray  #: pooled job embedding (all lines ++ error lines), L2-normalised halves
+
+    @property
+    def retrieval_key(self) -> np.ndarray:
+        return self.embedding
+
+
+class Featurizer:
+    """Turns bundles into :class:`JobAnalysis` objects with a shared template cache."""
+
+    def __init__(self, matcher: FingerprintMatcher, encoder: Encoder, *, max_lines: int = 96) -> None:
+        self.matcher = matcher
+        self.encoder = encoder
+        self.max_lines = max_lines
+
+    @property
+    def embedding_dim(self) -> int:
+        return 2 * self.encoder.dim
+
+    @property
+    def n_base_features(self) -> int:
+        return self.matcher.n_features + len(FEATURE_NAMES) + self.embedding_dim
+
+    def analyse(self, bundle: LogBundle) -> JobAnalysis:
+        hits = self.matcher.scan(bundle.iter_lines())
+        selected = select_lines(bundle, hits, max_lines=self.max_lines)
+        structure = analyse_structure(bundle)
+        fp = self.matcher.features(hits)
+        emb = self._pool(selected)
+        return JobAnalysis(bundle, hits, selected, structure, fp, emb)
+
+    def _pool(self, selected: list[SelectedLine]) -> np.ndarray:
+        d = self.encoder.dim
+        out = np.zeros(2 * d, dtype=np.float32)
+        if not selected:
+            return out
+        vecs = self.encoder.encode([s.template for s in selected])
+        w = np.asarray([s.priority for s in selected], dtype=np.float32)
+        allv = (w[:, None] * vecs).sum(axis=0)
+        n = np.linalg.norm(allv)
+        out[:d] = allv / n if n > 0 else allv
+        err = np.asarray([bool(EXCEPTION_RE.search(s.line.text)) or s.priority >= 3.0 for s in selected])
+        if err.any():
+            e = (w[err, None] * vecs[err]).sum(axis=0)
+            n = np.linalg.norm(e)
+            out[d:] = e / n if n > 0 else e
+        return out
+
+    def base_vector(self, a: JobAnalysis) -> np.ndarray:
+        """Fingerprint features ++ structure ++ pooled embedding (retrieval features are added by the model)."""
+        return np.concatenate([a.fingerprint_features, a.structure.vector, a.embedding]).astype(np.float32)

@@ -1,0 +1,282 @@
+"""The classifier head: a scikit-learn estimator over job feature vectors.
+
+Two stages, both logistic regressions (weights are plain arrays, saved without pickle):
+
+1. **Job classifier** over the base vector (per-entry fingerprint evidence, cross-rank
+   structure, pooled line embedding) -> a probability per failure class.
+2. **Evidence ranker**: for every (job, class) pair a small vector of class-specific
+   evidence - the stage-1 probability, the fingerprint rule score and its margin,
+   root-cause/symptom/context strength, retrieval similarity and votes from the nearest
+   labelled incidents, zero-shot similarity to the taxonomy entry - scored by one shared
+   linear function and normalised with a softmax over classes. Its dozen weights are
+   learned from out-of-fold stage-1 outputs on all training data, real incidents weighted
+   as much as all synthetic ones together, so the head learns how far synthetic-trained
+   scores can be trusted on real logs.
+
+A temperature fitted on the same out-of-fold scores calibrates the probabilities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted
+
+from denpex_ml.errors import InvalidInputError
+from denpex_ml.model.retrieval import RetrievalIndex
+
+__all__ = ["PAIR_FEATURES", "DenpexHead", "FeatureLayout"]
+
+PAIR_FEATURES = (
+    "root_cause",
+    "root_cause_n",
+    "symptom",
+    "context",
+    "rule_score",
+    "rule_margin",
+    "rule_top",
+    "retrieval_best",
+    "retrieval_votes",
+    "zero_shot",
+    "log_stage1",
+)
+
+
+@dataclass(frozen=True)
+class FeatureLayout:
+    """Where the parts of a base vector lie: ``n_classes`` x 4 fingerprint columns first,
+    then ``n_structure`` structure columns, then a ``2 * embed_dim`` pooled embedding."""
+
+    n_classes: int
+    n_structure: int
+    embed_dim: int
+
+    @property
+    def n_fingerprint(self) -> int:
+        return 4 * self.n_classes
+
+    @property
+    def width(self) -> int:
+        return self.n_fingerprint + self.n_structure + 2 * self.embed_dim
+
+    def fingerprints(self, X: np.ndarray) -> np.ndarray:
+        return X[:, : self.n_fingerprint].reshape(len(X), self.n_classes, 4)
+
+    def embedding(self, X: np.ndarray) -> np.ndarray:
+        return X[:, self.n_fingerprint + self.n_structure :]
+
+
+def _logreg_arrays(scaler: StandardScaler, clf: LogisticRegression) -> dict[str, np.ndarray]:
+    return {
+        "mean": scaler.mean_.astype(np.float64),
+        "scale": scaler.scale_.astype(np.float64),
+        "coef": clf.coef_.astype(np.float64),
+        "intercept": clf.intercept_.astype(np.float64),
+        "classes": clf.classes_.astype(np.int64),
+    }
+
+
+def _softmax(s: np.ndarray) -> np.ndarray:
+    s = s - s.max(axis=1, keepdims=True)
+    e = np.exp(s)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+class DenpexHead(ClassifierMixin, BaseEstimator):
+    """Two-stage head (see module docs). ``X`` rows are base vectors laid out as ``layout``.
+
+    Parameters
+    ----------
+    layout:
+        Column layout of ``X``.
+    entry_embeddings:
+        ``(n_classes, embed_dim)`` embeddings of the taxonomy entries (zero-shot evidence).
+    C:
+        Inverse regularisation of the stage-1 logistic regression.
+    n_folds:
+        Folds (grouped) for the out-of-fold scores the ranker and temperature learn from.
+    k:
+        Neighbours voting in retrieval.
+    random_state:
+        Seed of everything random in fitting.
+    """
+
+    def __init__(
+        self,
+        *,
+        layout: FeatureLayout,
+        entry_embeddings: np.ndarray,
+        C: float = 0.1,
+        n_folds: int = 5,
+        k: int = 10,
+        random_state: int = 0,
+    ) -> None:
+        self.layout = layout
+        self.entry_embeddings = entry_embeddings
+        self.C = C
+        self.n_folds = n_folds
+        self.k = k
+        self.random_state = random_state
+
+    # -- fitting ----------------------------------------------------------------------------
+    def _validate(self) -> None:
+        if not (isinstance(self.C, (int, float)) and self.C > 0):
+            raise InvalidInputError(f"DenpexHead: C must be a positive number, got {self.C!r}")
+        if not (isinstance(self.n_folds, int) and self.n_folds >= 2):
+            raise InvalidInputError(f"DenpexHead: n_folds must be an int >= 2, got {self.n_folds!r}")
+        emb = np.asarray(self.entry_embeddings)
+        if emb.shape != (self.layout.n_classes, self.layout.embed_dim):
+            raise InvalidInputError(
+                f"DenpexHead: entry_embeddings must have shape {(self.layout.n_classes, self.layout.embed_dim)}, got {emb.shape}"
+            )
+
+    def _fit_stage1(self, X: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[StandardScaler, LogisticRegression]:
+        scaler = StandardScaler().fit(X)
+        clf = LogisticRegression(C=self.C, max_iter=3000)
+        clf.fit(scaler.transform(X), y, sample_weight=w)
+        return scaler, clf
+
+    def _stage1_proba(self, X: np.ndarray, scaler: StandardScaler, clf: LogisticRegression) -> np.ndarray:
+        P = np.full((len(X), self.layout.n_classes), 1e-6)
+        P[:, clf.classes_] = clf.predict_proba(scaler.transform(X))
+        return P
+
+    def fit(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray | None = None,
+        groups: np.ndarray | None = None,
+        ranker_weight: np.ndarray | None = None,
+    ) -> DenpexHead:
+        """Fit on base vectors ``X`` (n, layout.width) and class indices ``y``.
+
+        ``groups`` (e.g. source threads) keep related incidents in one fold; ``sample_weight``
+        weights incidents in stage 1, ``ranker_weight`` in the ranker and the temperature
+        (default: ``sample_weight``).
+        """
+        self._validate()
+        X = np.asarray(X, dtype=np.float32)
+        y = np.asarray(y, dtype=np.int64)
+        if X.ndim != 2 or X.shape[1] != self.layout.width:
+            raise InvalidInputError(f"DenpexHead.fit: X must have {self.layout.width} columns, got shape {X.shape}")
+        if len(y) != len(X):
+            raise InvalidInputError(f"DenpexHead.fit: X has {len(X)} rows but y has {len(y)}")
+        w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        g = np.arange(len(X)) if groups is None else np.asarray(groups)
+        n = len(X)
+        # out-of-fold stage-1 probabilities and retrieval evidence
+        oof = np.zeros((n, self.layout.n_classes))
+        ret = np.zeros((n, 2 * self.layout.n_classes), dtype=np.float32)
+        emb = self.layout.embedding(X)
+        for tr, te in GroupKFold(self.n_folds).split(X, y, g):
+            sc, clf = self._fit_stage1(X[tr], y[tr], w[tr])
+            oof[te] = self._stage1_proba(X[te], sc, clf)
+            ret[te] = RetrievalIndex(emb[tr], y[tr], self.layout.n_classes, self.k).features(emb[te])
+        scaler, clf = self._fit_stage1(X, y, w)
+        self.stage1_ = _logreg_arrays(scaler, clf)
+        self.bank_vectors_ = emb.astype(np.float16)
+        self.bank_labels_ = y.copy()
+        # stage 2: the shared evidence ranker
+        F = self._pair_features(X, oof, ret)
+        k = F.shape[2]
+        target = np.zeros((n, self.layout.n_classes))
+        target[np.arange(n), y] = 1.0
+        w2 = w if ranker_weight is None else np.asarray(ranker_weight, dtype=np.float64)
+        pair_w = np.repeat(w2[:, None], self.layout.n_classes, axis=1)
+        sc2 = StandardScaler().fit(F.reshape(-1, k))
+        ranker = LogisticRegression(C=1.0, max_iter=2000)
+        ranker.fit(sc2.transform(F.reshape(-1, k)), target.reshape(-1), sample_weight=pair_w.reshape(-1))
+        self.stage2_ = _logreg_arrays(sc2, ranker)
+        # temperature on the out-of-fold ranker scores
+        scores = self._rank_scores(F)
+        self.temperature_ = float(self._fit_temperature(scores, y, w2))
+        self.classes_ = np.arange(self.layout.n_classes)
+        return self
+
+    @staticmethod
+    def _fit_temperature(scores: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+        def nll(t: float) -> float:
+            p = _softmax(scores / t)
+            return float(-(w * np.log(p[np.arange(len(y)), y] + 1e-12)).sum() / w.sum())
+
+        res = minimize_scalar(nll, bounds=(0.05, 20.0), method="bounded")
+        return float(res.x)
+
+    # -- features ---------------------------------------------------------------------------
+    def _pair_features(self, X: np.ndarray, stage1: np.ndarray, retrieval: np.ndarray) -> np.ndarray:
+        lay = self.layout
+        fp = lay.fingerprints(X)
+        rule = fp[:, :, 0] + 0.1 * fp[:, :, 1] + 0.3 * (fp[:, :, 2] + fp[:, :, 3])
+        order = np.sort(rule, axis=1)
+        best, second = order[:, -1:], order[:, -2:-1]
+        margin = rule - np.where(rule >= best, second, best)
+        top = ((rule >= best) & (best > 0)).astype(np.float32)
+        zero_shot = lay.embedding(X)[:, : lay.embed_dim] @ np.asarray(self.entry_embeddings, dtype=np.float32).T
+        c = lay.n_classes
+        parts = [
+            fp[:, :, 0], fp[:, :, 1], fp[:, :, 2], fp[:, :, 3], rule, margin, top,
+            retrieval[:, :c], retrieval[:, c:], zero_shot, np.log(stage1 + 1e-6),
+        ]  # fmt: skip
+        return np.stack(parts, axis=2).astype(np.float64)
+
+    def _rank_scores(self, F: np.ndarray) -> np.ndarray:
+        s2 = self.stage2_
+        k = F.shape[2]
+        Z = (F.reshape(-1, k) - s2["mean"]) / s2["scale"]
+        return (Z @ s2["coef"][0] + s2["intercept"][0]).reshape(F.shape[0], F.shape[1])
+
+    def _stage1_from_arrays(self, X: np.ndarray) -> np.ndarray:
+        s1 = self.stage1_
+        Z = (X - s1["mean"]) / s1["scale"]
+        logits = Z @ s1["coef"].T + s1["intercept"]
+        P = np.full((len(X), self.layout.n_classes), 1e-6)
+        P[:, s1["classes"]] = _softmax(logits) if logits.shape[1] > 1 else np.hstack([1 - logits, logits])
+        return P
+
+    def evidence(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        """Intermediate per-class evidence (stage-1 probabilities, retrieval, pair features)."""
+        check_is_fitted(self, "stage2_")
+        X = np.asarray(X, dtype=np.float32)
+        stage1 = self._stage1_from_arrays(X)
+        bank = RetrievalIndex(self.bank_vectors_.astype(np.float32), self.bank_labels_, self.layout.n_classes, self.k)
+        ret = bank.features(self.layout.embedding(X))
+        return {"stage1": stage1, "retrieval": ret, "pairs": self._pair_features(X, stage1, ret)}
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        return self._rank_scores(self.evidence(X)["pairs"])
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Calibrated class probabilities (n, n_classes)."""
+        return _softmax(self.decision_function(X) / self.temperature_)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(self.predict_proba(X).argmax(axis=1))
+
+    # -- persistence (plain arrays) ------------------------------------------------------
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        check_is_fitted(self, "stage2_")
+        out = {f"stage1_{k}": v for k, v in self.stage1_.items()}
+        out.update({f"stage2_{k}": v for k, v in self.stage2_.items()})
+        out["bank_vectors"] = self.bank_vectors_
+        out["bank_labels"] = self.bank_labels_
+        out["entry_embeddings"] = np.asarray(self.entry_embeddings, dtype=np.float32)
+        out["temperature"] = np.asarray([self.temperature_])
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], layout: FeatureLayout, *, C: float, n_folds: int, k: int, random_state: int) -> DenpexHead:
+        head = cls(layout=layout, entry_embeddings=arrays["entry_embeddings"], C=C, n_folds=n_folds, k=k, random_state=random_state)
+        head.stage1_ = {k2[len("stage1_") :]: v for k2, v in arrays.items() if k2.startswith("stage1_")}
+        head.stage2_ = {k2[len("stage2_") :]: v for k2, v in arrays.items() if k2.startswith("stage2_")}
+        head.bank_vectors_ = arrays["bank_vectors"]
+        head.bank_labels_ = arrays["bank_labels"].astype(np.int64)
+        head.temperature_ = float(arrays["temperature"][0])
+        head.classes_ = np.arange(layout.n_classes)
+        return head

@@ -1,0 +1,72 @@
+"""Training and evaluation data: synthetic splits, real incidents, user incidents."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from denpex_ml.dataset import Incident, load_incidents
+from denpex_ml.logs import LogBundle, read_logs
+from denpex_ml.synthetic import HELD_OUT_LAUNCHERS, HELD_OUT_MSG_VERSIONS, make_splits
+from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy
+
+__all__ = ["Example", "build_data", "incident_bundle"]
+
+
+@dataclass
+class Example:
+    """One labelled job ready for featurisation."""
+
+    id: str
+    label: str
+    group: str  #: source thread (real) or incident (synthetic): never split across folds
+    kind: str  #: "synthetic", "real" or "user"
+    initiating_rank: int | None
+    source: Any  #: str text or mapping name -> text
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def held_out_variant(self) -> bool:
+        return self.meta.get("launcher") in HELD_OUT_LAUNCHERS or self.meta.get("msg_version") in HELD_OUT_MSG_VERSIONS
+
+    @property
+    def confident(self) -> bool:
+        """Real labels confirmed by the thread or a maintainer (not 'unconfirmed')."""
+        return self.meta.get("label_confidence", "confirmed") != "unconfirmed"
+
+
+def incident_bundle(source: Any) -> LogBundle:
+    return read_logs(source) if isinstance(source, dict) else read_logs(text=source)
+
+
+def _from_synthetic(rec: dict[str, Any]) -> Example:
+    src = rec.get("logs") or rec["log"]
+    return Example(rec["id"], rec["label"], rec["source"], "synthetic", rec.get("initiating_rank"), src, dict(rec.get("meta", {})))
+
+
+def _from_incident(inc: Incident, kind: str) -> Example:
+    src: Any = dict(inc.logs) if inc.logs is not None else inc.log
+    return Example(inc.id, inc.label, inc.source_group, kind, inc.initiating_rank, src, dict(inc.meta))
+
+
+def build_data(
+    *,
+    taxonomy: Taxonomy,
+    seed: int,
+    per_class: tuple[int, int, int],
+    real_data: str | None,
+    extra_data: Iterable[str] = (),
+) -> dict[str, list[Example]]:
+    """``{"train", "val", "test"}`` synthetic splits, ``"real"`` and ``"user"`` incidents."""
+    labels = taxonomy.ids
+    splits = make_splits(*per_class, seed=seed, taxonomy=taxonomy)
+    out: dict[str, list[Example]] = {name: [_from_synthetic(r) for r in recs] for name, recs in splits.items()}
+    out["real"] = [_from_incident(i, "real") for i in load_incidents(real_data, labels=labels)] if real_data else []
+    extra: Sequence[str] = list(extra_data)
+    out["user"] = [_from_incident(i, "user") for i in load_incidents(extra, labels=labels)] if extra else []
+    return out
+
+
+def known(examples: Iterable[Example]) -> list[Example]:
+    return [e for e in examples if e.label != UNKNOWN_ID]

@@ -1,0 +1,282 @@
+"""Train, evaluate and save a model (``denpex-ml train``).
+
+Data: synthetic train/val/test splits from the generator, real incidents from
+``data/real`` and optional user incidents. Evaluation never uses what a model trained on:
+
+* real incidents are scored by grouped k-fold (a source thread is never on both sides);
+* the synthetic test split (with held-out launcher formats and message version) is
+  scored by the final model, which never saw it;
+* the abstention threshold is chosen on the synthetic validation split and the
+  out-of-fold real scores, not on the test split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.model_selection import GroupKFold
+
+from denpex_ml.baselines import RuleBaseline, TfidfBaseline, bundle_text
+from denpex_ml.embedding import CachedEncoder, make_encoder
+from denpex_ml.features.fingerprints import FingerprintMatcher
+from denpex_ml.features.structure import FEATURE_NAMES
+from denpex_ml.metrics import classification_metrics, per_class_table
+from denpex_ml.model.core import DenpexModel
+from denpex_ml.model.featurize import Featurizer, JobAnalysis
+from denpex_ml.model.head import DenpexHead, FeatureLayout
+from denpex_ml.model.initiator import find_initiator
+from denpex_ml.model.persistence import models_root
+from denpex_ml.taxonomy import UNKNOWN_ID, load_taxonomy
+from denpex_ml.training.config import TrainConfig
+from denpex_ml.training.data import Example, build_data, incident_bundle
+
+__all__ = ["FeatureSet", "TrainResult", "train"]
+
+log = logging.getLogger(__name__)
+Progress = Callable[[str, int], Callable[[], None]]
+
+
+@dataclass
+class FeatureSet:
+    """Featurised examples: base vectors, class indices (-1 = unknown), groups, kinds."""
+
+    examples: list[Example]
+    X: np.ndarray
+    y: np.ndarray
+    texts: list[str]
+    analyses: list[JobAnalysis] | None = None
+
+    def subset(self, mask: np.ndarray) -> FeatureSet:
+        idx = np.flatnonzero(mask)
+        return FeatureSet(
+            [self.examples[i] for i in idx],
+            self.X[idx],
+            self.y[idx],
+            [self.texts[i] for i in idx],
+            None if self.analyses is None else [self.analyses[i] for i in idx],
+        )
+
+    @property
+    def groups(self) -> np.ndarray:
+        return np.asarray([e.group for e in self.examples])
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+
+@dataclass
+class TrainResult:
+    model: DenpexModel
+    metrics: dict[str, float]
+    per_class: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    model_dir: Path | None = None
+    seconds: float = 0.0
+
+
+def _no_progress(_name: str, _total: int) -> Callable[[], None]:
+    return lambda: None
+
+
+def featurize(
+    featurizer: Featurizer, examples: Sequence[Example], labels: dict[str, int], *, keep: bool, progress: Progress = _no_progress, name: str = ""
+) -> FeatureSet:
+    """Ingest and featurise examples (keeping analyses only when ``keep``)."""
+    rows, texts, analyses = [], [], []
+    tick = progress(f"featurising {name}", len(examples))
+    for ex in examples:
+        a = featurizer.analyse(incident_bundle(ex.source))
+        rows.append(featurizer.base_vector(a))
+        texts.append(bundle_text(a.bundle))
+        if keep:
+            analyses.append(a)
+        tick()
+    width = featurizer.n_base_features
+    X = np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)
+    y = np.asarray([labels.get(e.label, -1) for e in examples], dtype=np.int64)
+    return FeatureSet(list(examples), X, y, texts, analyses if keep else None)
+
+
+def _weights(fs: FeatureSet, real_weight: float) -> tuple[np.ndarray, np.ndarray]:
+    """Stage-1 weights (real/user incidents x real_weight) and ranker weights (all real
+    together weigh as much as all synthetic together)."""
+    real = np.asarray([e.kind != "synthetic" for e in fs.examples])
+    w = np.where(real, real_weight, 1.0)
+    rw = w.copy()
+    if real.any() and (~real).any():
+        rw[~real] *= w[real].sum() / w[~real].sum()
+    return w, rw
+
+
+def _fit_head(fs: FeatureSet, layout: FeatureLayout, entry_emb: np.ndarray, cfg: TrainConfig) -> DenpexHead:
+    known = fs.y >= 0
+    train = fs.subset(known)
+    w, rw = _weights(train, cfg.real_weight)
+    head = DenpexHead(layout=layout, entry_embeddings=entry_emb, C=cfg.C, n_folds=cfg.head_folds, k=cfg.k, random_state=cfg.seed)
+    return head.fit(train.X, train.y, sample_weight=w, groups=train.groups, ranker_weight=rw)
+
+
+def _concat(*sets: FeatureSet) -> FeatureSet:
+    sets = tuple(s for s in sets if len(s))
+    return FeatureSet(
+        [e for s in sets for e in s.examples],
+        np.concatenate([s.X for s in sets]),
+        np.concatenate([s.y for s in sets]),
+        [t for s in sets for t in s.texts],
+    )
+
+
+def _choose_threshold(proba: np.ndarray, y: np.ndarray) -> float:
+    """The threshold on the top probability that maximises accuracy when abstaining counts
+    as correct exactly for ``unknown`` incidents."""
+    best_t, best_acc = 0.0, -1.0
+    top = proba.max(axis=1)
+    pred = proba.argmax(axis=1)
+    for t in np.round(np.arange(0.0, 0.91, 0.025), 3):
+        acc = float(np.where(top < t, y == -1, pred == y).mean())
+        if acc > best_acc + 1e-9:
+            best_t, best_acc = float(t), acc
+    return best_t
+
+
+def _initiator_accuracy(analyses: Sequence[JobAnalysis], examples: Sequence[Example], proba: np.ndarray, labels: list[str]) -> tuple[float, int]:
+    stated = [(a, e, p) for a, e, p in zip(analyses, examples, proba) if e.initiating_rank is not None]
+    if not stated:
+        return float("nan"), 0
+    ok = 0
+    for a, e, p in stated:
+        verdict = find_initiator(a.bundle, a.hits, a.structure, labels[int(np.argmax(p))])
+        ok += verdict.rank == e.initiating_rank
+    return ok / len(stated), len(stated)
+
+
+def _data_hash(examples: Sequence[Example]) -> str:
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(json.dumps([e.id, e.label, e.source], sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def train(
+    config: TrainConfig,
+    *,
+    out: str | Path | None = None,
+    progress: Progress = _no_progress,
+    evaluate_real: bool = True,
+) -> TrainResult:
+    """Build data, featurise, evaluate honestly, fit the final model, save it to ``out``."""
+    t0 = time.perf_counter()
+    taxonomy = load_taxonomy(config.taxonomy_dirs)
+    encoder = CachedEncoder(make_encoder(config.encoder, models_root()))
+    matcher = FingerprintMatcher(taxonomy)
+    featurizer = Featurizer(matcher, encoder, max_lines=config.max_lines)
+    labels = matcher.labels
+    index = {lab: i for i, lab in enumerate(labels)}
+    layout = FeatureLayout(len(labels), len(FEATURE_NAMES), encoder.dim)
+    entry_emb = encoder.encode([taxonomy.get(lab).text_for_search() for lab in labels])
+    data = build_data(
+        taxonomy=taxonomy,
+        seed=config.seed,
+        per_class=(config.per_class_train, config.per_class_val, config.per_class_test),
+        real_data=config.real_data,
+        extra_data=config.extra_data,
+    )
+    fs = {
+        name: featurize(featurizer, data[name], index, keep=name in ("test", "real"), progress=progress, name=name)
+        for name in ("train", "val", "test", "real", "user")
+    }
+    metrics: dict[str, float] = {}
+    per_class: dict[str, list[dict[str, Any]]] = {}
+    rule = RuleBaseline(matcher)
+    real = fs["real"]
+
+    # 1. real incidents, grouped k-fold by source thread
+    real_oof = np.zeros((len(real), len(labels)))
+    tfidf_oof = np.zeros((len(real), len(labels)))
+    if evaluate_real and len(real):
+        n_groups = len(set(real.groups))
+        folds = min(config.cv_folds, n_groups)
+        tick = progress("cross-validating on real incidents", folds)
+        for tr, te in GroupKFold(folds).split(real.X, real.y, real.groups):
+            train_fs = _concat(fs["train"], fs["user"], real.subset(np.isin(np.arange(len(real)), tr)))
+            head = _fit_head(train_fs, layout, entry_emb, config)
+            real_oof[te] = head.predict_proba(real.X[te])
+            known = train_fs.y >= 0
+            w, _ = _weights(train_fs.subset(known), config.real_weight)
+            tf = TfidfBaseline(labels).fit([train_fs.texts[i] for i in np.flatnonzero(known)], train_fs.y[known], w)
+            tfidf_oof[te] = tf.predict_proba([real.texts[i] for i in te])
+            tick()
+
+    # 2. the final model: synthetic train + all real + user incidents
+    final_fs = _concat(fs["train"], fs["user"], real)
+    head = _fit_head(final_fs, layout, entry_emb, config)
+    val_p = head.predict_proba(fs["val"].X) if len(fs["val"]) else np.zeros((0, len(labels)))
+    test_p = head.predict_proba(fs["test"].X) if len(fs["test"]) else np.zeros((0, len(labels)))
+
+    # 3. abstention threshold on validation + out-of-fold real scores
+    thr_p = np.concatenate([val_p, real_oof]) if evaluate_real and len(real) else val_p
+    thr_y = np.concatenate([fs["val"].y, real.y]) if evaluate_real and len(real) else fs["val"].y
+    threshold = _choose_threshold(thr_p, thr_y) if len(thr_y) else 0.0
+
+    # 4. metrics (model and baselines on the same data)
+    test = fs["test"]
+    if len(test):
+        held = np.asarray([e.held_out_variant for e in test.examples])
+        for prefix, mask in (("synthetic_test", np.ones(len(test), bool)), ("synthetic_heldout", held)):
+            if mask.any():
+                m = classification_metrics(test_p[mask], test.y[mask], abstain_threshold=threshold)
+                metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
+        rule_p = rule.predict_proba([a.bundle for a in test.analyses or []])
+        metrics.update({f"synthetic_test/rule/{k}": v for k, v in classification_metrics(rule_p, test.y).items()})
+        tf = TfidfBaseline(labels)
+        known = final_fs.y >= 0
+        w, _ = _weights(final_fs.subset(known), config.real_weight)
+        tf.fit([final_fs.texts[i] for i in np.flatnonzero(known)], final_fs.y[known], w)
+        metrics.update({f"synthetic_test/tfidf/{k}": v for k, v in classification_metrics(tf.predict_proba(test.texts), test.y).items()})
+        acc, n = _initiator_accuracy(test.analyses or [], test.examples, test_p, labels)
+        metrics["synthetic_test/initiator_accuracy"] = acc
+        metrics["synthetic_test/initiator_n"] = float(n)
+        per_class["synthetic_test"] = per_class_table(test_p, test.y, labels)
+    if evaluate_real and len(real):
+        confident = np.asarray([e.confident for e in real.examples])
+        rule_p = rule.predict_proba([a.bundle for a in real.analyses or []])
+        for prefix, mask in (("real", np.ones(len(real), bool)), ("real_confident", confident)):
+            m = classification_metrics(real_oof[mask], real.y[mask], abstain_threshold=threshold)
+            metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
+            metrics.update({f"{prefix}/rule/{k}": v for k, v in classification_metrics(rule_p[mask], real.y[mask]).items()})
+            metrics.update({f"{prefix}/tfidf/{k}": v for k, v in classification_metrics(tfidf_oof[mask], real.y[mask]).items()})
+        acc, n = _initiator_accuracy(real.analyses or [], real.examples, real_oof, labels)
+        metrics["real/initiator_accuracy"] = acc
+        metrics["real/initiator_n"] = float(n)
+        per_class["real"] = per_class_table(real_oof, real.y, labels)
+    metrics["abstain_threshold"] = threshold
+
+    model = DenpexModel(
+        taxonomy=taxonomy,
+        encoder=encoder,
+        head=head,
+        labels=labels,
+        abstain_threshold=threshold,
+        max_lines=config.max_lines,
+        manifest={
+            "config": config.to_dict(),
+            "training_data_hash": _data_hash(final_fs.examples),
+            "training_counts": {
+                "synthetic": int(sum(e.kind == "synthetic" for e in final_fs.examples)),
+                "real": int(sum(e.kind == "real" and e.label != UNKNOWN_ID for e in final_fs.examples)),
+                "user": int(sum(e.kind == "user" for e in final_fs.examples)),
+            },
+            "metrics": {k: (None if isinstance(v, float) and np.isnan(v) else round(float(v), 6)) for k, v in metrics.items()},
+        },
+    )
+    model_dir = model.save(out) if out is not None else None
+    if model_dir is not None:
+        (model_dir / "per_class.json").write_text(json.dumps(per_class, indent=1) + "\n", encoding="utf-8")
+    return TrainResult(model, metrics, per_class, model_dir, time.perf_counter() - t0)
