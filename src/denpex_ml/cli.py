@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 from denpex_ml import __version__
@@ -123,10 +124,171 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- classify -------------------------------------------------------------------------------
+def _add_classify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("classify", help="diagnose one failed job: failure class, confidence, first failing rank, fix")
+    p.add_argument("path", nargs="?", help="log file (.gz ok), directory of per-rank logs, or archive; '-' reads stdin")
+    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
+    p.add_argument("--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory the model was trained with")
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    p.set_defaults(handler=_cmd_classify)
+
+
+def _cmd_classify(args: argparse.Namespace) -> int:
+    from denpex_ml.model.core import default_model, load_model
+
+    if args.path is None:
+        print("denpex-ml classify: error: give a PATH (or '-' for stdin)", file=sys.stderr)
+        return EXIT_USAGE
+    model = load_model(args.model, taxonomy_dirs=args.taxonomy) if (args.model or args.taxonomy) else default_model()
+    if args.path == "-":
+        d = model.classify(text=sys.stdin.read())
+    else:
+        d = model.classify(args.path)
+    if args.json:
+        print(json.dumps(d.to_dict(), indent=2))
+    else:
+        print(d.summary())
+    return EXIT_OK
+
+
+# -- synth ----------------------------------------------------------------------------------
+def _add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("synth", help="generate synthetic labelled multi-rank failure logs")
+    p.add_argument("--per-class", type=int, default=5, metavar="N", help="incidents per failure class (default 5)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, metavar="PATH", help="*.jsonl, *.tar.gz/*.tgz/*.zip archive of job folders, or a directory of job folders")
+    p.add_argument("--label", action="append", default=[], metavar="ID", help="only these failure ids (repeatable)")
+    p.add_argument("--no-unknown", action="store_true", help="leave out out-of-taxonomy (unknown) failures")
+    p.add_argument("--noise", default="10,60", metavar="LO,HI", help="background lines per rank (default 10,60)")
+    p.set_defaults(handler=_cmd_synth)
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from denpex_ml.synthetic import generate, write_archive, write_job_dirs, write_jsonl
+
+    try:
+        lo, hi = (int(x) for x in args.noise.split(","))
+    except ValueError:
+        print(f"denpex-ml synth: error: --noise must be LO,HI integers, got {args.noise!r}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.per_class < 1:
+        print("denpex-ml synth: error: --per-class must be >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    incidents = generate(
+        args.per_class, args.seed, labels=args.label or None, include_unknown=not args.no_unknown, noise=(lo, hi)
+    )
+    out = Path(args.out)
+    name = out.name.lower()
+    if name.endswith(".jsonl"):
+        write_jsonl(incidents, out)
+    elif name.endswith((".tar.gz", ".tgz", ".zip", ".tar")):
+        write_archive(incidents, out)
+    else:
+        write_job_dirs(incidents, out)
+    print(f"wrote {len(incidents)} incidents to {out}", file=sys.stderr)
+    return EXIT_OK
+
+
+# -- train ----------------------------------------------------------------------------------
+def _add_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("train", help="train, evaluate and save a model (tracked with mlflow)")
+    p.add_argument("--out", required=True, metavar="DIR", help="model directory to write")
+    p.add_argument("--config", metavar="FILE", help="JSON file of TrainConfig fields")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--per-class-train", type=int)
+    p.add_argument("--per-class-val", type=int)
+    p.add_argument("--per-class-test", type=int)
+    p.add_argument("--real-data", metavar="JSONL", help="real labelled incidents ('' for none)")
+    p.add_argument("--incidents", action="append", default=[], metavar="PATH", help="extra labelled incidents (repeatable)")
+    p.add_argument("--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory (repeatable)")
+    p.add_argument("--encoder", help="encoder name (default static:minilm-static-256)")
+    p.add_argument("--no-track", action="store_true", help="do not log the run to mlflow")
+    p.add_argument("--experiment", default="denpex-ml", help="mlflow experiment name")
+    p.set_defaults(handler=_cmd_train)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from denpex_ml.training.config import TrainConfig
+    from denpex_ml.training.train import train
+
+    fields: dict[str, object] = {}
+    if args.config:
+        try:
+            fields.update(json.loads(Path(args.config).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            print(f"denpex-ml train: error: cannot read --config {args.config}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    for name in ("seed", "per_class_train", "per_class_val", "per_class_test", "encoder"):
+        value = getattr(args, name)
+        if value is not None:
+            fields[name] = value
+    if args.real_data is not None:
+        fields["real_data"] = args.real_data or None
+    if args.incidents:
+        fields["extra_data"] = tuple(args.incidents)
+    if args.taxonomy:
+        fields["taxonomy_dirs"] = tuple(args.taxonomy)
+    config = TrainConfig.from_dict(fields)
+    with _progress() as progress:
+        result = train(config, out=args.out, progress=progress)
+    _print_metrics(result.metrics)
+    if not args.no_track:
+        from denpex_ml.tracking import log_training_run, tracking_uri
+
+        run_id = log_training_run(
+            experiment=args.experiment, params=config.to_dict(), metrics=result.metrics, model_dir=result.model_dir, run_name=Path(args.out).name
+        )
+        print(f"mlflow run {run_id} ({tracking_uri()})", file=sys.stderr)
+    print(f"model written to {result.model_dir} in {result.seconds:.0f} s", file=sys.stderr)
+    return EXIT_OK
+
+
+def _print_metrics(metrics: dict[str, float]) -> None:
+    from rich.table import Table
+
+    table = Table(title="evaluation (data the model did not train on)")
+    for col in ("data set", "model", "rule baseline", "tf-idf baseline"):
+        table.add_column(col)
+    for ds in ("synthetic_test", "synthetic_heldout", "real", "real_confident"):
+        for metric in ("top1", "top3", "macro_f1", "ece"):
+            key = f"{ds}/{metric}"
+            if key not in metrics:
+                continue
+
+            def fmt(k: str) -> str:
+                v = metrics.get(k)
+                return "-" if v is None else f"{v:.3f}"
+
+            table.add_row(f"{ds} {metric}", fmt(key), fmt(f"{ds}/rule/{metric}"), fmt(f"{ds}/tfidf/{metric}"))
+    _console().print(table)
+
+
+class _progress:
+    """A rich progress bar on a terminal, plain log lines otherwise."""
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=False)
+        self._bar.__enter__()
+        return self._start
+
+    def _start(self, name: str, total: int):  # type: ignore[no-untyped-def]
+        task = self._bar.add_task(name, total=total)
+        return lambda: self._bar.advance(task)
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.__exit__(None, None, None)
+
+
 #: Closed registry of subcommands: name -> function adding its parser.
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
-    "taxonomy": _add_taxonomy,
+    "classify": _add_classify,
     "ingest": _add_ingest,
+    "synth": _add_synth,
+    "taxonomy": _add_taxonomy,
+    "train": _add_train,
 }
 
 

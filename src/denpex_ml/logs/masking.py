@@ -85,7 +85,7 @@ _DETECTOR_PARTS = (
     r"xox[abposr]-",
     r"eyJ[A-Za-z0-9_-]{8}",
     r"(?i:bearer|basic)[ \t]",
-    r"(?i:api[_-]?key|access[_-]?key|secret|token|passw|pwd|credential)",
+    r"(?i:api[_-]?key|access[_-]?key|secret|token|passw|pwd|credential)[\w.-]*[ \t]*[=:]",
     r"://[^\s/@:]+:[^\s/@]+@",
     r"@[A-Za-z0-9.-]+\.[A-Za-z]{2}",
     r"/(?:home|Users|users|scratch|u)/",

@@ -81,7 +81,7 @@ class DenpexModel:
         best = self.labels[int(order[0])]
         p_best = float(proba[order[0]])
         alternatives = [(self.labels[int(i)], float(proba[i])) for i in order[:5]]
-        no_evidence = a.bundle.is_empty
+        no_evidence = a.bundle.is_empty or (not a.hits and not any(s.priority >= 2.0 for s in a.selected))
         abstain = no_evidence or p_best < self.abstain_threshold
         label = UNKNOWN_ID if abstain else best
         confidence = (1.0 - p_best) if abstain else p_best

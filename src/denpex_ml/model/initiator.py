@@ -41,24 +41,45 @@ def find_initiator(bundle: LogBundle, hits: list[FingerprintHit], structure: Str
     score: dict[int, float] = defaultdict(float)
     why: dict[int, list[str]] = defaultdict(list)
     first_ts: dict[int, float] = {}
+    first_pos: dict[int, tuple[str, int]] = {}
     for h in hits:
         r = h.line.rank
         if r is None:
             continue
         if h.role is FingerprintRole.ROOT_CAUSE:
-            bonus = 3.0 if h.entry_id == label else 1.0
-            if bonus > score.get(r, 0.0) or not why[r]:
-                why[r].append(f"root-cause evidence ({h.entry_id})")
-            score[r] = max(score[r], bonus + h.weight)
-            ts = h.line.timestamp
-            if ts is not None and (r not in first_ts or ts < first_ts[r]):
-                first_ts[r] = ts
+            value = (3.0 if h.entry_id == label else 1.0) + h.weight
+            reason = f"root-cause evidence ({h.entry_id})"
+        elif h.entry_id == label:
+            # context/symptom lines of the diagnosed failure (a loss-scale line, an NCCL WARN)
+            value = 1.0 + 0.5 * h.weight if h.role is FingerprintRole.CONTEXT else 0.6 + 0.5 * h.weight
+            reason = f"{h.role.value} evidence ({h.entry_id})"
+        else:
+            continue
+        if value > score.get(r, 0.0):
+            score[r] = value
+            why[r].insert(0, reason)
+        ts = h.line.timestamp
+        if ts is not None and (r not in first_ts or ts < first_ts[r]):
+            first_ts[r] = ts
+        pos = (h.line.source, h.line.lineno)
+        if r not in first_pos or pos < first_pos[r]:
+            first_pos[r] = pos
     timeouts = {k for k in structure.watchdog_ranks if isinstance(k, int)}
     for key in structure.exception_ranks:
         if isinstance(key, int) and key not in timeouts:
             score[key] += 1.5
             why[key].append("raised an exception while others waited")
     coll = {k: c for k, c in structure.collectives.items() if isinstance(k, int)}
+    if len(coll) >= 3:
+        by_kind: dict[tuple[int, str, int | None], list[int]] = defaultdict(list)
+        for k, c in coll.items():
+            by_kind[(c.seq, c.op, c.numel_in)].append(k)
+        if len({key[0] for key in by_kind}) == 1 and len(by_kind) > 1:
+            odd = min(by_kind.values(), key=len)
+            if len(odd) < len(coll) / 2:
+                for k in odd:
+                    score[k] += 1.2
+                    why[k].append("its collective differs from the other ranks' at the same SeqNum")
     if len(coll) >= 2:
         seqs = sorted({c.seq for c in coll.values()})
         if len(seqs) > 1:
@@ -74,19 +95,27 @@ def find_initiator(bundle: LogBundle, hits: list[FingerprintHit], structure: Str
             score[silent[0]] += 1.0
             why[silent[0]].append("silent while every other rank timed out")
     launcher = bundle.launcher
-    if launcher and launcher.root_cause and launcher.root_cause.rank is not None:
-        r = launcher.root_cause.rank
-        score[r] += 0.3
-        why[r].append("named by the launcher as first observed failure")
+    launcher_rank = launcher.root_cause.rank if launcher and launcher.root_cause else None
+    if not score and launcher_rank is not None:
+        score[launcher_rank] = 0.6
+        why[launcher_rank].append("named by the launcher as first observed failure (no other evidence)")
     if not score:
         return InitiatorVerdict(None, "no rank shows a failure of its own", {})
     best = max(score.values())
     top = [r for r, s in score.items() if s == best]
     if len(top) > 1:
         timed = [r for r in top if r in first_ts]
-        if timed:
+        if len(timed) == len(top) and len({first_ts[r] for r in timed}) == len(timed):
             top = [min(timed, key=lambda r: first_ts[r])]
-    if len(top) > 1 or best < 1.0:
+            why[top[0]].append("earliest timestamp among ranks with the same evidence")
+        elif all(r in first_pos for r in top) and len({first_pos[r][0] for r in top}) == 1:
+            # one interleaved file: the order of lines is the order of events
+            top = [min(top, key=lambda r: first_pos[r])]
+            why[top[0]].append("first in the log among ranks with the same evidence")
+        elif launcher_rank in top:
+            top = [launcher_rank]
+            why[launcher_rank].append("named by the launcher as first observed failure")
+    if len(top) > 1 or best < 0.6:
         return InitiatorVerdict(None, "several ranks look alike; no single first failure", dict(score))
     r = top[0]
     return InitiatorVerdict(r, "; ".join(dict.fromkeys(why[r])), dict(score))

@@ -42,7 +42,9 @@ def incident_bundle(source: Any) -> LogBundle:
 
 def _from_synthetic(rec: dict[str, Any]) -> Example:
     src = rec.get("logs") or rec["log"]
-    return Example(rec["id"], rec["label"], rec["source"], "synthetic", rec.get("initiating_rank"), src, dict(rec.get("meta", {})))
+    # each synthetic incident is generated independently: it is its own group (its
+    # ``source`` names the recipe, shared by every incident of the class)
+    return Example(rec["id"], rec["label"], rec["id"], "synthetic", rec.get("initiating_rank"), src, dict(rec.get("meta", {})))
 
 
 def _from_incident(inc: Incident, kind: str) -> Example:

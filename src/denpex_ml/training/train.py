@@ -146,15 +146,26 @@ def _choose_threshold(proba: np.ndarray, y: np.ndarray) -> float:
     return best_t
 
 
-def _initiator_accuracy(analyses: Sequence[JobAnalysis], examples: Sequence[Example], proba: np.ndarray, labels: list[str]) -> tuple[float, int]:
-    stated = [(a, e, p) for a, e, p in zip(analyses, examples, proba) if e.initiating_rank is not None]
-    if not stated:
-        return float("nan"), 0
-    ok = 0
-    for a, e, p in stated:
+def _initiator_metrics(prefix: str, analyses: Sequence[JobAnalysis], examples: Sequence[Example], proba: np.ndarray, labels: list[str]) -> dict[str, float]:
+    """First-failing-rank accuracy where the incident states it, and where the log also
+    shows that rank at all (no method can name a rank the log never mentions)."""
+    ok = n = ok_vis = n_vis = 0
+    for a, e, p in zip(analyses, examples, proba):
+        if e.initiating_rank is None:
+            continue
         verdict = find_initiator(a.bundle, a.hits, a.structure, labels[int(np.argmax(p))])
-        ok += verdict.rank == e.initiating_rank
-    return ok / len(stated), len(stated)
+        hit = verdict.rank == e.initiating_rank
+        n += 1
+        ok += hit
+        if e.initiating_rank in a.bundle.streams:
+            n_vis += 1
+            ok_vis += hit
+    return {
+        f"{prefix}/initiator_accuracy": ok / n if n else float("nan"),
+        f"{prefix}/initiator_n": float(n),
+        f"{prefix}/initiator_accuracy_visible": ok_vis / n_vis if n_vis else float("nan"),
+        f"{prefix}/initiator_n_visible": float(n_vis),
+    }
 
 
 def _data_hash(examples: Sequence[Example]) -> str:
@@ -240,9 +251,7 @@ def train(
         w, _ = _weights(final_fs.subset(known), config.real_weight)
         tf.fit([final_fs.texts[i] for i in np.flatnonzero(known)], final_fs.y[known], w)
         metrics.update({f"synthetic_test/tfidf/{k}": v for k, v in classification_metrics(tf.predict_proba(test.texts), test.y).items()})
-        acc, n = _initiator_accuracy(test.analyses or [], test.examples, test_p, labels)
-        metrics["synthetic_test/initiator_accuracy"] = acc
-        metrics["synthetic_test/initiator_n"] = float(n)
+        metrics.update(_initiator_metrics("synthetic_test", test.analyses or [], test.examples, test_p, labels))
         per_class["synthetic_test"] = per_class_table(test_p, test.y, labels)
     if evaluate_real and len(real):
         confident = np.asarray([e.confident for e in real.examples])
@@ -252,9 +261,7 @@ def train(
             metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
             metrics.update({f"{prefix}/rule/{k}": v for k, v in classification_metrics(rule_p[mask], real.y[mask]).items()})
             metrics.update({f"{prefix}/tfidf/{k}": v for k, v in classification_metrics(tfidf_oof[mask], real.y[mask]).items()})
-        acc, n = _initiator_accuracy(real.analyses or [], real.examples, real_oof, labels)
-        metrics["real/initiator_accuracy"] = acc
-        metrics["real/initiator_n"] = float(n)
+        metrics.update(_initiator_metrics("real", real.analyses or [], real.examples, real_oof, labels))
         per_class["real"] = per_class_table(real_oof, real.y, labels)
     metrics["abstain_threshold"] = threshold
 

@@ -1,0 +1,1 @@
+"""The diagnosis model: featurisation, the classifier head, persistence, inference."""

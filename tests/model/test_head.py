@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from denpex_ml.errors import InvalidInputError
+from denpex_ml.model.head import DenpexHead, FeatureLayout
+
+LAYOUT = FeatureLayout(n_classes=3, n_structure=2, embed_dim=4)
+
+
+def data(n: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    X = rng.normal(0, 0.1, (n, LAYOUT.width)).astype(np.float32)
+    for i, c in enumerate(y):
+        X[i, 4 * c] = 0.9  # root-cause fingerprint of the true class
+        X[i, LAYOUT.n_fingerprint + LAYOUT.n_structure + c] = 1.0  # embedding direction
+    return X, y
+
+
+def head() -> DenpexHead:
+    return DenpexHead(layout=LAYOUT, entry_embeddings=np.eye(3, 4, dtype=np.float32), n_folds=3)
+
+
+def test_fit_predict_and_probabilities() -> None:
+    X, y = data()
+    h = head().fit(X, y)
+    P = h.predict_proba(X)
+    assert P.shape == (60, 3)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-6)
+    assert (h.predict(X) == y).mean() > 0.95
+    assert h.temperature_ > 0
+
+
+def test_array_round_trip_gives_identical_predictions() -> None:
+    X, y = data()
+    h = head().fit(X, y)
+    h2 = DenpexHead.from_arrays(h.to_arrays(), LAYOUT, C=h.C, n_folds=h.n_folds, k=h.k, random_state=0)
+    np.testing.assert_allclose(h.predict_proba(X), h2.predict_proba(X), rtol=1e-5, atol=1e-6)
+
+
+def test_deterministic_fit() -> None:
+    X, y = data()
+    np.testing.assert_array_equal(head().fit(X, y).predict_proba(X), head().fit(X, y).predict_proba(X))
+
+
+def test_validation_names_the_parameter() -> None:
+    X, y = data()
+    with pytest.raises(InvalidInputError, match="C must be"):
+        DenpexHead(layout=LAYOUT, entry_embeddings=np.eye(3, 4), C=-1).fit(X, y)
+    with pytest.raises(InvalidInputError, match="columns"):
+        head().fit(X[:, :5], y)
+    with pytest.raises(InvalidInputError, match="entry_embeddings"):
+        DenpexHead(layout=LAYOUT, entry_embeddings=np.eye(2, 4)).fit(X, y)
