@@ -28,7 +28,7 @@ from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine, RankLog, St
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
-from denpex_ml.logs.normalize import TRUNCATION_MARK, iter_text_blocks
+from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_text_blocks
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
 from denpex_ml.logs.sources import Member, ReadBudget, iter_members, opened
 
@@ -102,13 +102,15 @@ class _Builder:
                 continue
             p = parse_prefix(line) if probe else None
             if p is None:
+                if "\r" in line:  # progress bar redrawn in place: keep what a terminal shows
+                    line = collapse_cr(line)
                 rests.append(line)
                 hosts.append(None)
                 keys.append(file_rank if file_rank is not None else _msg_rank_key(line))
                 continue
             formats[p.format] += 1
             host = masker.pseudonym(p.host) if p.host else None
-            rest = p.rest
+            rest = collapse_cr(p.rest) if "\r" in p.rest else p.rest
             rank = p.rank if p.rank is not None else file_rank
             key: StreamKey | None = rank
             if p.pid is not None and rank is None:

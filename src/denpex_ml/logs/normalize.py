@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 from denpex_ml.errors import NotALogError
 
-__all__ = ["BLOCK_CHARS", "iter_text_blocks", "looks_binary", "normalize_block", "sniff_encoding"]
+__all__ = ["BLOCK_CHARS", "collapse_cr", "iter_text_blocks", "looks_binary", "normalize_block", "sniff_encoding"]
 
 BLOCK_CHARS = 1 << 20
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -43,16 +43,30 @@ def looks_binary(head: bytes) -> bool:
 
 
 def normalize_block(block: str) -> str:
-    """Drop NULs, collapse CRLF and carriage-return progress bars, strip ANSI escapes."""
+    """Drop NULs, turn CRLF into LF, strip ANSI escapes.
+
+    Carriage returns inside a line (progress bars redrawn in place) are collapsed per line
+    by :func:`collapse_cr`, after the launcher prefix has been read: torchrun's ``[rank3]:``
+    is printed once per write, and redrawing must not erase it.
+    """
     if "\x00" in block:
         block = block.replace("\x00", "")
-    if "\r" in block:
+    if "\r\n" in block:
         block = block.replace("\r\n", "\n")
-        if "\r" in block:
-            block = _CR_OVERWRITE.sub("", block).replace("\r", "")
     if "\x1b" in block:
         block = _ANSI.sub("", block)
     return block
+
+
+def collapse_cr(text: str) -> str:
+    """What a terminal shows of a line redrawn with carriage returns: its last non-empty part.
+
+    >>> collapse_cr(" 10%|#  | 1/10\r100%|###| 10/10\r")
+    '100%|###| 10/10'
+    """
+    if "\r" not in text:
+        return text
+    return _CR_OVERWRITE.sub("", text).replace("\r", "")
 
 
 def iter_text_blocks(stream: BinaryIO, *, name: str, max_line_chars: int, block_chars: int = BLOCK_CHARS) -> Iterator[str]:
