@@ -30,7 +30,8 @@ Handler = Callable[[argparse.Namespace], int]
 def _console():  # type: ignore[no-untyped-def]
     from rich.console import Console
 
-    return Console(soft_wrap=False)
+    # pipes and files get wide, unwrapped output so ids and lines stay whole
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 
 
 # -- taxonomy -------------------------------------------------------------------------------
@@ -65,8 +66,10 @@ def _cmd_taxonomy(args: argparse.Namespace) -> int:
         return EXIT_OK
     entries = list(tax) if args.taxonomy_cmd == "list" else tax.search(" ".join(args.query))
     table = Table(title=f"denpex_ml failure taxonomy ({len(entries)} entries)")
-    for col in ("id", "category", "title", "fingerprints"):
-        table.add_column(col, overflow="fold")
+    table.add_column("id", no_wrap=True)
+    table.add_column("category", no_wrap=True)
+    table.add_column("title", overflow="fold")
+    table.add_column("fingerprints", justify="right")
     for e in entries:
         table.add_row(e.id, e.category.value, e.title, str(len(e.fingerprints)))
     console.print(table)
