@@ -13,7 +13,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-
 from denpex_ml import __version__
 from denpex_ml.errors import DenpexError
 

@@ -85,6 +85,9 @@ class _Builder:
 
     def add_block(self, block: str, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
         """Parse, mask and retain one block of complete lines; returns the last line number."""
+        raw = block.encode("utf-8", errors="replace")
+        if _fast_path_ok(raw):
+            return self._add_block_fast(block, raw, masker, source, file_rank, lineno)
         lines = block.split("\n")
         if lines and not lines[-1]:
             lines.pop()
@@ -135,7 +138,6 @@ class _Builder:
             hosts.append(host)
         self._detector = masker.detector()  # cached by the masker until it learns a new host
         # Phase 2: mask every line the detector flags (rules run on those lines only).
-        raw = block.encode("utf-8", errors="replace")
         hits = _line_indices(self._detector, raw)
         if hits:
             idx = sorted(hits)
@@ -152,6 +154,76 @@ class _Builder:
             self.bundle.n_lines += 1
             keep(GLOBAL_STREAM if key is None else key, source, lineno, rests[i], hosts[i], i in salient)
         return lineno
+
+    def _add_block_fast(self, block: str, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
+        """The common case in C-speed steps: every line is torchrun-prefixed or unprefixed.
+
+        One regex pass splits all lines into (timestamp, rank, message); lines are grouped
+        per stream, and per stream only the head, the tail and the salient lines become
+        objects. Hosts in NCCL debug text are learned from one block-level scan.
+        """
+        pairs = _FAST_LINE.findall(block)
+        if pairs and pairs[-1] == ("", "", ""):
+            pairs.pop()  # the empty match after the block's final newline
+        if b" NCCL" in raw:
+            hosts = {h.decode("utf-8", "replace") for h in _NCCL_HOST_IN_TEXT.findall(raw)}
+            if hosts:
+                masker.learn_hosts(hosts)
+        self.bundle.formats["torchrun"] += sum(1 for _, r, _ in pairs if r)
+        hits = _line_indices(masker.detector(), raw)
+        salient = _line_indices(SALIENT, raw)
+        texts = [ts + rest if ts else rest for ts, _, rest in pairs]
+        if hits:
+            idx = sorted(i for i in hits if i < len(texts))
+            for i, text in zip(idx, masker.mask_lines([texts[i] for i in idx])):
+                texts[i] = text
+        if "\r" in block:
+            texts = [collapse_cr(t) if "\r" in t else t for t in texts]
+        groups: dict[StreamKey, list[int]] = {}
+        default_key: StreamKey = file_rank if file_rank is not None else GLOBAL_STREAM
+        for i, (_, r, rest) in enumerate(pairs):
+            if r:
+                key: StreamKey = int(r)
+            elif not rest or rest.isspace():
+                continue
+            elif file_rank is None and ("[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest):
+                found = message_rank(rest)
+                key = GLOBAL_STREAM if found is None else found
+            else:
+                key = default_key
+            g = groups.get(key)
+            if g is None:
+                groups[key] = [i]
+            else:
+                g.append(i)
+        self.bundle.n_truncated_lines += block.count(TRUNCATION_MARK)
+        ret = self.ret
+        for key, idx in groups.items():
+            st = self._stream(key)
+            self.bundle.n_lines += len(idx)
+            before = st.n_lines
+            st.n_lines += len(idx)
+            n_sal = 0
+            if salient:
+                sal_idx = [i for i in idx if i in salient]
+                n_sal = len(sal_idx)
+            else:
+                sal_idx = []
+            st.n_salient += n_sal
+            take_head = max(0, ret.head - before)
+            for i in idx[:take_head]:
+                st.head.append((source, lineno + i + 1, texts[i], None, i in salient))
+            cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
+            for i in sal_idx:
+                if i in idx[:take_head] or len(st.salient) >= cap:
+                    continue
+                tpl = _TEMPLATE.sub("#", texts[i])
+                seen = st.templates.get(tpl, 0)
+                st.templates[tpl] = seen + 1
+                if seen < ret.per_template:
+                    st.salient.append((source, lineno + i + 1, texts[i], None, True))
+            st.tail.extend((source, lineno + i + 1, texts[i], None, i in salient) for i in idx[take_head:][-ret.tail :])
+        return lineno + len(pairs)
 
     def _keep(self, key: StreamKey, source: str, lineno: int, text: str, host: str | None, salient: bool) -> None:
         st = self._stream(key)
@@ -223,6 +295,26 @@ _PROBE = re.compile(
     r"^(?:\[?\d{4}-\d\d-\d\d[T ]|[A-Z][a-z]{2} [ \d]\d \d\d:|\[(?:rank|default)\d|\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |[\w.-]+:\d+:\d+ \[\d|[\w.-]+: )",
     re.MULTILINE,
 )
+
+
+_ISO_TS = r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]+"
+_FAST_LINE = re.compile(r"^(" + _ISO_TS + r")?(?:\[(?:rank|default)(\d{1,6})\]:[ ]?)?(.*)$", re.MULTILINE)
+# Anything that needs the general parser: other launcher prefixes, NCCL debug or host
+# prefixes at line start, launcher summaries (parsed in order), syslog timestamps.
+_NOT_FAST_PATTERN = (
+    r"(?m)^(?:" + _ISO_TS + r")?(?:\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |"
+    r"[\w.-]+:\d+:\d+ \[\d|(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*): |"
+    r"\[(?:rank|default)\d+\]:[ ]?(?:\[(?:rank|default)\d|\[\d+,\d+\]<|\[[\w.-]+:\d+ *:\d|\(\w+ pid=|\{|"
+    r"(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*): )|[A-Z][a-z]{2} [ \d]\d \d\d:)"
+    r"|Root Cause \(first observed failure\)|^\s*Failures:"
+)
+# RE2 on bytes: linear time, no per-match offset conversion
+_NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN.encode())
+_NCCL_HOST_IN_TEXT = re2.compile(rb"([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL")
+
+
+def _fast_path_ok(raw: bytes) -> bool:
+    return _NOT_FAST_B.search(raw) is None
 
 
 def _probe_formats(block: str) -> bool:

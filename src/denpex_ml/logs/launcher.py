@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["FailureRecord", "LauncherSummary", "LauncherParser"]
+__all__ = ["FailureRecord", "LauncherParser", "LauncherSummary"]
 
 _FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*?)\s*$")
 _RANK = re.compile(r"(-?\d+)(?:\s*\(local_rank:\s*(\d+)\))?")

@@ -8,7 +8,7 @@ one job is meaningful), syslog (``Apr 19 10:42:28``), and bracketed variants of 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 __all__ = ["parse_timestamp"]
 
@@ -17,7 +17,7 @@ _ISO = re.compile(
 )
 _GLOG = re.compile(r"(?<![\w])[IWEF](\d{1,2}?)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,9})")
 _SYSLOG = re.compile(r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d\d):(\d\d):(\d\d)\b")
-_MONTHS = {m: i + 1 for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())}
+_MONTHS = {m: i + 1 for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"])}
 _GLOG_YEAR = 2000
 
 
@@ -38,7 +38,7 @@ def parse_timestamp(text: str, *, search_chars: int = 120) -> float | None:
     if m:
         y, mo, d, h, mi, s, frac, tz = m.groups()
         try:
-            dt = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc)
+            dt = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC)
         except ValueError:
             return None
         offset = 0.0
@@ -51,7 +51,7 @@ def parse_timestamp(text: str, *, search_chars: int = 120) -> float | None:
     if m:
         mo, d, h, mi, s, frac = m.groups()
         try:
-            dt = datetime(_GLOG_YEAR, int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc)
+            dt = datetime(_GLOG_YEAR, int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC)
         except ValueError:
             return None
         return dt.timestamp() + _frac(frac)
@@ -59,7 +59,7 @@ def parse_timestamp(text: str, *, search_chars: int = 120) -> float | None:
     if m:
         mon, d, h, mi, s = m.groups()
         try:
-            dt = datetime(_GLOG_YEAR, _MONTHS[mon], int(d), int(h), int(mi), int(s), tzinfo=timezone.utc)
+            dt = datetime(_GLOG_YEAR, _MONTHS[mon], int(d), int(h), int(mi), int(s), tzinfo=UTC)
         except ValueError:
             return None
         return dt.timestamp()

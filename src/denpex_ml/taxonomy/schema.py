@@ -14,15 +14,15 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 __all__ = [
+    "UNKNOWN_ID",
     "Category",
     "Entry",
-    "FixStep",
     "Fingerprint",
     "FingerprintKind",
     "FingerprintRole",
+    "FixStep",
     "Reference",
     "RelatedEntry",
-    "UNKNOWN_ID",
 ]
 
 UNKNOWN_ID = "unknown"
