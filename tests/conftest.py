@@ -21,7 +21,6 @@ def log_fixture() -> callable:  # type: ignore[valid-type]
     return get
 
 
-
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small model trained end to end with the hashing encoder (fast, deterministic)."""

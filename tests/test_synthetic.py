@@ -27,7 +27,13 @@ from denpex_ml.synthetic import (
 )
 
 IDS_FILE = Path("/work/shared/taxonomy-ids.md")
-HANG_LABELS = ["subset-rank-collective-hang", "host-work-timeout", "zero3-divergent-forward-hang", "moe-pp-layout-aux-loss-hang", "collective-mismatch"]
+HANG_LABELS = [
+    "subset-rank-collective-hang",
+    "host-work-timeout",
+    "zero3-divergent-forward-hang",
+    "moe-pp-layout-aux-loss-hang",
+    "collective-mismatch",
+]
 _ERRORISH = re.compile(r"Error|error|Watchdog|timed out|timeout|WARN|failed|terminate called")
 
 
@@ -61,7 +67,13 @@ def test_same_seed_same_output_and_different_seed_differs() -> None:
 
 def test_incident_independent_of_requested_labels() -> None:
     one = generate(2, seed=5, labels=["cuda-oom"], include_unknown=False, use_fingerprints=False)
-    many = [i for i in generate(2, seed=5, labels=["nccl-network-error", "cuda-oom"], include_unknown=False, use_fingerprints=False) if i["label"] == "cuda-oom"]
+    many = [
+        i
+        for i in generate(
+            2, seed=5, labels=["nccl-network-error", "cuda-oom"], include_unknown=False, use_fingerprints=False
+        )
+        if i["label"] == "cuda-oom"
+    ]
     assert one == many
 
 
@@ -78,7 +90,16 @@ def test_record_format(sample: list[dict[str, Any]]) -> None:
         assert ("log" in inc) != ("logs" in inc)
         assert inc["source"].startswith("synthetic:") and inc["source"].endswith(":11")
         meta = inc["meta"]
-        for key in ("launcher", "msg_version", "n_ranks", "timestamps", "noise", "truncated", "hard_negative", "variant"):
+        for key in (
+            "launcher",
+            "msg_version",
+            "n_ranks",
+            "timestamps",
+            "noise",
+            "truncated",
+            "hard_negative",
+            "variant",
+        ):
             assert key in meta
         assert 2 <= meta["n_ranks"] <= 1024
         assert inc["initiating_rank"] is None or 0 <= inc["initiating_rank"] < meta["n_ranks"]
@@ -99,13 +120,22 @@ def test_axes_are_exercised(sample: list[dict[str, Any]]) -> None:
 
 
 def test_launcher_prefixes() -> None:
-    for launcher, pattern in (("torchrun", r"^\[rank\d+\]:"), ("srun", r"^\d+: "), ("mpirun", r"^\[1,\d+\]<std(err|out)>:"), ("ray", r"^\(\w+ pid=\d+, ip=10\.0\.0\.\d+\) ")):
-        incs = generate(1, seed=2, labels=["cuda-oom"], launchers=[launcher], include_unknown=False, use_fingerprints=False)
+    for launcher, pattern in (
+        ("torchrun", r"^\[rank\d+\]:"),
+        ("srun", r"^\d+: "),
+        ("mpirun", r"^\[1,\d+\]<std(err|out)>:"),
+        ("ray", r"^\(\w+ pid=\d+, ip=10\.0\.0\.\d+\) "),
+    ):
+        incs = generate(
+            1, seed=2, labels=["cuda-oom"], launchers=[launcher], include_unknown=False, use_fingerprints=False
+        )
         assert any(re.match(pattern, ln) for ln in incs[0]["log"].splitlines()), launcher
     js = generate(1, seed=2, labels=["cuda-oom"], launchers=["jsonl"], include_unknown=False, use_fingerprints=False)[0]
     recs = [json.loads(ln) for ln in js["log"].splitlines()]
     assert all({"pod", "rank", "message"} <= set(r) for r in recs)
-    files = generate(1, seed=2, labels=["cuda-oom"], launchers=["per-rank-files"], include_unknown=False, use_fingerprints=False)[0]
+    files = generate(
+        1, seed=2, labels=["cuda-oom"], launchers=["per-rank-files"], include_unknown=False, use_fingerprints=False
+    )[0]
     assert files["logs"] and "log" not in files
 
 
@@ -122,11 +152,19 @@ def test_initiator_evidence_present(sample: list[dict[str, Any]]) -> None:
         if any(re.match(rf"^(?:\S+Z )?\[rank{r}\]:", ln) for ln in inc["log"].splitlines()):
             continue
         # a rank killed by the kernel prints nothing itself; its evidence is a node-level line
-        assert inc["label"] in ("host-oom", "gpu-xid-ecc-error", "gpu-fallen-off-bus", "nvlink-xid74-fabric-manager", "cuda-illegal-memory-access"), inc["id"]
+        assert inc["label"] in (
+            "host-oom",
+            "gpu-xid-ecc-error",
+            "gpu-fallen-off-bus",
+            "nvlink-xid74-fabric-manager",
+            "cuda-illegal-memory-access",
+        ), inc["id"]
 
 
 def test_hang_errors_come_mostly_from_waiting_ranks() -> None:
-    incs = generate(4, seed=21, labels=HANG_LABELS, launchers=["torchrun"], include_unknown=False, use_fingerprints=False)
+    incs = generate(
+        4, seed=21, labels=HANG_LABELS, launchers=["torchrun"], include_unknown=False, use_fingerprints=False
+    )
     ratios = []
     for inc in incs:
         init = inc["initiating_rank"]
@@ -159,8 +197,26 @@ def test_held_out_variants_only_in_test() -> None:
 
 
 def test_noise_parameter_controls_volume() -> None:
-    small = generate(1, seed=1, labels=["cuda-oom"], include_unknown=False, noise=(10, 10), launchers=["plain"], use_fingerprints=False)[0]
-    big = next(iter_generate(1, 1, labels=["cuda-oom"], include_unknown=False, noise=(20000, 20000), launchers=["plain"], use_fingerprints=False))
+    small = generate(
+        1,
+        seed=1,
+        labels=["cuda-oom"],
+        include_unknown=False,
+        noise=(10, 10),
+        launchers=["plain"],
+        use_fingerprints=False,
+    )[0]
+    big = next(
+        iter_generate(
+            1,
+            1,
+            labels=["cuda-oom"],
+            include_unknown=False,
+            noise=(20000, 20000),
+            launchers=["plain"],
+            use_fingerprints=False,
+        )
+    )
     assert big["meta"]["noise"] == 20000
     assert big["log"].count("\n") > small["log"].count("\n") + 15000
 

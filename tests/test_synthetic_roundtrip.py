@@ -50,7 +50,7 @@ def test_torchrun_lines_land_in_their_rank() -> None:
         expected: dict[int, int] = {}
         for line in inc["log"].split("\n"):
             m = PREFIX.match(line)
-            if m and line[m.end():].strip():
+            if m and line[m.end() :].strip():
                 expected[int(m.group(1))] = expected.get(int(m.group(1)), 0) + 1
         for rank, n in expected.items():
             # every prefixed line is in its rank's stream (unprefixed lines that state
@@ -59,7 +59,9 @@ def test_torchrun_lines_land_in_their_rank() -> None:
 
 
 def test_archive_round_trip(tmp_path: Path) -> None:
-    incs = generate(1, seed=2, labels=["cuda-oom", "nccl-network-error"], launchers=["per-rank-files"], include_unknown=False)
+    incs = generate(
+        1, seed=2, labels=["cuda-oom", "nccl-network-error"], launchers=["per-rank-files"], include_unknown=False
+    )
     assert write_archive(incs, tmp_path / "jobs.tar.gz") == len(incs)
     out = tmp_path / "jobs.tar.gz"
     with tarfile.open(out) as tf:

@@ -58,7 +58,11 @@ __all__ = [
 
 
 def classify(
-    source: LogSource | None = None, *, text: str | None = None, model: DenpexModel | None = None, limits: IngestLimits | None = None
+    source: LogSource | None = None,
+    *,
+    text: str | None = None,
+    model: DenpexModel | None = None,
+    limits: IngestLimits | None = None,
 ) -> Diagnosis:
     """Diagnose one failed job with the shipped model (loaded once per process, lazily).
 

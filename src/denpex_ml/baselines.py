@@ -50,7 +50,16 @@ class TfidfBaseline:
         self.labels = list(labels)
         self.pipeline = Pipeline(
             [
-                ("tfidf", TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_features=100_000, sublinear_tf=True, token_pattern=r"(?u)\b[A-Za-z_][\w.]+\b")),
+                (
+                    "tfidf",
+                    TfidfVectorizer(
+                        ngram_range=(1, 2),
+                        min_df=2,
+                        max_features=100_000,
+                        sublinear_tf=True,
+                        token_pattern=r"(?u)\b[A-Za-z_][\w.]+\b",
+                    ),
+                ),
                 ("lr", LogisticRegression(C=C, max_iter=2000)),
             ]
         )

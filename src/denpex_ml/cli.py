@@ -36,7 +36,9 @@ def _console():  # type: ignore[no-untyped-def]
 # -- taxonomy -------------------------------------------------------------------------------
 def _add_taxonomy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("taxonomy", help="list, show or search failure taxonomy entries")
-    p.add_argument("--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory (repeatable)")
+    p.add_argument(
+        "--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory (repeatable)"
+    )
     tsub = p.add_subparsers(dest="taxonomy_cmd", required=True)
     tsub.add_parser("list", help="table of all entries")
     s = tsub.add_parser("show", help="one entry in full")
@@ -131,7 +133,13 @@ def _add_classify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p = sub.add_parser("classify", help="diagnose one failed job: failure class, confidence, first failing rank, fix")
     p.add_argument("path", nargs="?", help="log file (.gz ok), directory of per-rank logs, or archive; '-' reads stdin")
     p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
-    p.add_argument("--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory the model was trained with")
+    p.add_argument(
+        "--taxonomy",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra taxonomy directory the model was trained with",
+    )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.set_defaults(handler=_cmd_classify)
 
@@ -143,10 +151,7 @@ def _cmd_classify(args: argparse.Namespace) -> int:
         print("denpex-ml classify: error: give a PATH (or '-' for stdin)", file=sys.stderr)
         return EXIT_USAGE
     model = load_model(args.model, taxonomy_dirs=args.taxonomy) if (args.model or args.taxonomy) else default_model()
-    if args.path == "-":
-        d = model.classify(text=sys.stdin.read())
-    else:
-        d = model.classify(args.path)
+    d = model.classify(text=sys.stdin.read()) if args.path == "-" else model.classify(args.path)
     if args.json:
         print(json.dumps(d.to_dict(), indent=2))
     else:
@@ -159,7 +164,12 @@ def _add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser("synth", help="generate synthetic labelled multi-rank failure logs")
     p.add_argument("--per-class", type=int, default=5, metavar="N", help="incidents per failure class (default 5)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, metavar="PATH", help="*.jsonl, *.tar.gz/*.tgz/*.zip archive of job folders, or a directory of job folders")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="PATH",
+        help="*.jsonl, *.tar.gz/*.tgz/*.zip archive of job folders, or a directory of job folders",
+    )
     p.add_argument("--label", action="append", default=[], metavar="ID", help="only these failure ids (repeatable)")
     p.add_argument("--no-unknown", action="store_true", help="leave out out-of-taxonomy (unknown) failures")
     p.add_argument("--noise", default="10,60", metavar="LO,HI", help="background lines per rank (default 10,60)")
@@ -202,8 +212,12 @@ def _add_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--per-class-val", type=int)
     p.add_argument("--per-class-test", type=int)
     p.add_argument("--real-data", metavar="JSONL", help="real labelled incidents ('' for none)")
-    p.add_argument("--incidents", action="append", default=[], metavar="PATH", help="extra labelled incidents (repeatable)")
-    p.add_argument("--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory (repeatable)")
+    p.add_argument(
+        "--incidents", action="append", default=[], metavar="PATH", help="extra labelled incidents (repeatable)"
+    )
+    p.add_argument(
+        "--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory (repeatable)"
+    )
     p.add_argument("--encoder", help="encoder name (default static:minilm-static-256)")
     p.add_argument("--no-track", action="store_true", help="do not log the run to mlflow")
     p.add_argument("--experiment", default="denpex-ml", help="mlflow experiment name")
@@ -239,7 +253,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from denpex_ml.tracking import log_training_run, tracking_uri
 
         run_id = log_training_run(
-            experiment=args.experiment, params=config.to_dict(), metrics=result.metrics, model_dir=result.model_dir, run_name=Path(args.out).name
+            experiment=args.experiment,
+            params=config.to_dict(),
+            metrics=result.metrics,
+            model_dir=result.model_dir,
+            run_name=Path(args.out).name,
         )
         print(f"mlflow run {run_id} ({tracking_uri()})", file=sys.stderr)
     print(f"model written to {result.model_dir} in {result.seconds:.0f} s", file=sys.stderr)
@@ -272,7 +290,9 @@ class _progress:
     def __enter__(self):  # type: ignore[no-untyped-def]
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=False)
+        self._bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=False
+        )
         self._bar.__enter__()
         return self._start
 
@@ -332,5 +352,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
-
-

@@ -121,7 +121,7 @@ class CachedEncoder:
         if missing:
             self.calls += len(missing)
             vecs = self.inner.encode(missing)
-            for t, v in zip(missing, vecs):
+            for t, v in zip(missing, vecs, strict=True):
                 self._cache[t] = v
             while len(self._cache) > self.max_items:
                 self._cache.popitem(last=False)

@@ -63,7 +63,9 @@ def classification_metrics(
     return out
 
 
-def per_class_table(proba: np.ndarray, y: np.ndarray, labels: Sequence[str], unknown: int = -1) -> list[dict[str, float | str]]:
+def per_class_table(
+    proba: np.ndarray, y: np.ndarray, labels: Sequence[str], unknown: int = -1
+) -> list[dict[str, float | str]]:
     """Precision, recall, F1 and support per class (rows with a known label)."""
     known = np.asarray(y) != unknown
     t = np.asarray(y)[known]

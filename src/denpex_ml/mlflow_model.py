@@ -22,7 +22,9 @@ class DenpexPyfunc(PythonModel):  # type: ignore[misc]
 
         self.model = load_model(context.artifacts["model_dir"])
 
-    def predict(self, context: PythonModelContext | None, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
+    def predict(
+        self, context: PythonModelContext | None, model_input: pd.DataFrame, params: dict[str, Any] | None = None
+    ) -> pd.DataFrame:
         from denpex_ml.errors import DenpexError
 
         rows = []
@@ -32,9 +34,19 @@ class DenpexPyfunc(PythonModel):  # type: ignore[misc]
                     d = self.model.classify(text=str(rec["text"]))
                 else:
                     d = self.model.classify(str(rec["path"]))
-                rows.append({"label": d.label, "confidence": float(d.confidence), "initiating_rank": d.initiating_rank, "title": d.title, "error": None})
+                rows.append(
+                    {
+                        "label": d.label,
+                        "confidence": float(d.confidence),
+                        "initiating_rank": d.initiating_rank,
+                        "title": d.title,
+                        "error": None,
+                    }
+                )
             except (DenpexError, KeyError) as exc:
-                rows.append({"label": None, "confidence": None, "initiating_rank": None, "title": None, "error": str(exc)})
+                rows.append(
+                    {"label": None, "confidence": None, "initiating_rank": None, "title": None, "error": str(exc)}
+                )
         return pd.DataFrame(rows, columns=["label", "confidence", "initiating_rank", "title", "error"])
 
 

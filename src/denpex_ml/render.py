@@ -13,7 +13,13 @@ __all__ = ["entry_markdown", "render_entry"]
 
 def entry_markdown(entry: Entry) -> str:
     """The entry as Markdown: what an on-call engineer reads to act."""
-    out = [f"# {entry.title}", f"`{entry.id}` · {entry.category.value} · {', '.join(entry.tags)}", "", entry.summary, ""]
+    out = [
+        f"# {entry.title}",
+        f"`{entry.id}` · {entry.category.value} · {', '.join(entry.tags)}",
+        "",
+        entry.summary,
+        "",
+    ]
     if entry.symptoms:
         out += ["## Symptoms", *[f"- {s}" for s in entry.symptoms], ""]
     out += ["## Root cause", entry.root_cause, ""]

@@ -46,7 +46,11 @@ def log_training_run(
     mlflow.set_experiment(experiment)
     with mlflow.start_run(run_name=run_name) as run:
         mlflow.log_params({k: ("" if v is None else v) for k, v in _flat(params).items()})
-        clean = {k.replace("/", "."): float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        clean = {
+            k.replace("/", "."): float(v)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and math.isfinite(v)
+        }
         mlflow.log_metrics(clean)
         if tags:
             mlflow.set_tags(dict(tags))
@@ -62,6 +66,8 @@ def log_training_run(
                     python_model=str(Path(__file__).with_name("mlflow_model.py")),
                     artifacts={"model_dir": str(model_dir)},
                     pip_requirements=[f"denpex-ml=={__version__}"],
-                    input_example=pd.DataFrame({"text": ["[rank1]: torch.OutOfMemoryError: CUDA out of memory."], "path": [""]}),
+                    input_example=pd.DataFrame(
+                        {"text": ["[rank1]: torch.OutOfMemoryError: CUDA out of memory."], "path": [""]}
+                    ),
                 )
         return str(run.info.run_id)

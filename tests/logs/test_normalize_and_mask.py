@@ -25,17 +25,17 @@ SECRETS = {
     "short_host": "dgx-a100-17",
 }
 
-PLANTED = f"""[rank0]: export HF_TOKEN={SECRETS['hf']}
-[rank0]: git clone https://{SECRETS['gh']}@github.com/org/repo
-[rank1]: aws_access_key_id = {SECRETS['aws']}
-[rank1]: Authorization: Bearer {SECRETS['bearer']}
-[rank1]: db password={SECRETS['password']}
-[rank2]: contact {SECRETS['email']} for access
-[rank2]: NCCL INFO NET/Socket : Using [0]eth0:{SECRETS['ipv4']}<0> [1]ib0:{SECRETS['ipv6']}
-[rank3]:   File "/home/{SECRETS['user']}/project/train.py", line 12, in <module>
-[rank3]: RuntimeError: connect() to {SECRETS['host']}:29500 failed
-{SECRETS['short_host']}: [rank4]: Traceback (most recent call last):
-{SECRETS['short_host']}:1234:1234 [0] NCCL INFO cudaDriverVersion 12040
+PLANTED = f"""[rank0]: export HF_TOKEN={SECRETS["hf"]}
+[rank0]: git clone https://{SECRETS["gh"]}@github.com/org/repo
+[rank1]: aws_access_key_id = {SECRETS["aws"]}
+[rank1]: Authorization: Bearer {SECRETS["bearer"]}
+[rank1]: db password={SECRETS["password"]}
+[rank2]: contact {SECRETS["email"]} for access
+[rank2]: NCCL INFO NET/Socket : Using [0]eth0:{SECRETS["ipv4"]}<0> [1]ib0:{SECRETS["ipv6"]}
+[rank3]:   File "/home/{SECRETS["user"]}/project/train.py", line 12, in <module>
+[rank3]: RuntimeError: connect() to {SECRETS["host"]}:29500 failed
+{SECRETS["short_host"]}: [rank4]: Traceback (most recent call last):
+{SECRETS["short_host"]}:1234:1234 [0] NCCL INFO cudaDriverVersion 12040
 """
 
 

@@ -22,7 +22,10 @@ def wd(rank: int, seq: int, op: str = "ALLREDUCE") -> str:
 
 
 def test_crashed_rank_beats_loud_waiting_ranks() -> None:
-    text = "".join(wd(r, 57) for r in (0, 1, 3)) + "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    text = (
+        "".join(wd(r, 57) for r in (0, 1, 3))
+        + "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    )
     v = verdict(text, "cuda-oom")
     assert v.rank == 2
     assert "cuda-oom" in v.reason

@@ -18,7 +18,16 @@ OOM = "[rank0]: step 10 loss 2.0\n[rank1]: torch.OutOfMemoryError: CUDA out of m
 
 def test_manifest_records_what_users_need(tiny_model_dir: Path) -> None:
     manifest, arrays = read_model_dir(tiny_model_dir)
-    for key in ("format_version", "versions", "encoder", "taxonomy_hash", "labels", "training_data_hash", "metrics", "files"):
+    for key in (
+        "format_version",
+        "versions",
+        "encoder",
+        "taxonomy_hash",
+        "labels",
+        "training_data_hash",
+        "metrics",
+        "files",
+    ):
         assert key in manifest, key
     assert manifest["encoder"] == "hashing:64"
     assert "stage1_coef" in arrays and arrays["stage1_coef"].dtype == np.float64

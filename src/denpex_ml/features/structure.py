@@ -25,7 +25,9 @@ _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(-?\d+), NumelOut=(-?\d+))?(?:, Timeout\(ms\)=(\d+))?"
 )
 _ENQUEUED = re.compile(r"last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)")
-_EXIT = re.compile(r"exit ?code\s*[:=]?\s*(-?\d+)|exited with (?:exit )?code (-?\d+)|returned non-zero exit status (-?\d+)")
+_EXIT = re.compile(
+    r"exit ?code\s*[:=]?\s*(-?\d+)|exited with (?:exit )?code (-?\d+)|returned non-zero exit status (-?\d+)"
+)
 _SIGNAL = re.compile(r"\b(SIGKILL|SIGBUS|SIGSEGV|SIGABRT|SIGTERM|SIGINT|SIGHUP|SIGFPE|SIGILL)\b")
 _WATCHDOG = "Watchdog caught collective operation timeout"
 _EXC_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")

@@ -111,7 +111,9 @@ class LogBundle:
 
     def iter_lines(self) -> Iterator[LogLine]:
         """All retained lines, stream by stream (ranks first, in order)."""
-        for key in sorted(self.streams, key=lambda k: (not isinstance(k, int), str(k) if not isinstance(k, int) else k)):
+        for key in sorted(
+            self.streams, key=lambda k: (not isinstance(k, int), str(k) if not isinstance(k, int) else k)
+        ):
             yield from self.streams[key].lines
 
     def text(self) -> str:

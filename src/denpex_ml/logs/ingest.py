@@ -142,7 +142,7 @@ class _Builder:
         if hits:
             idx = sorted(hits)
             masked = masker.mask_lines([rests[i] for i in idx])
-            for i, text in zip(idx, masked):
+            for i, text in zip(idx, masked, strict=True):
                 rests[i] = text
         # Phase 3: retention; salient lines found by one RE2 pass over the block.
         salient = _line_indices(SALIENT, raw)
@@ -155,7 +155,9 @@ class _Builder:
             keep(GLOBAL_STREAM if key is None else key, source, lineno, rests[i], hosts[i], i in salient)
         return lineno
 
-    def _add_block_fast(self, block: str, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
+    def _add_block_fast(
+        self, block: str, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int
+    ) -> int:
         """The common case in C-speed steps: every line is torchrun-prefixed or unprefixed.
 
         One regex pass splits all lines into (timestamp, rank, message); lines are grouped
@@ -175,7 +177,7 @@ class _Builder:
         texts = [ts + rest if ts else rest for ts, _, rest in pairs]
         if hits:
             idx = sorted(i for i in hits if i < len(texts))
-            for i, text in zip(idx, masker.mask_lines([texts[i] for i in idx])):
+            for i, text in zip(idx, masker.mask_lines([texts[i] for i in idx]), strict=True):
                 texts[i] = text
         if "\r" in block:
             texts = [collapse_cr(t) if "\r" in t else t for t in texts]
@@ -349,7 +351,9 @@ def _line_indices(pattern: re2._Regexp, block: bytes) -> set[int]:  # type: igno
     return found
 
 
-def _ingest_stream(builder: _Builder, masker: Masker, stream: io.BufferedIOBase | io.RawIOBase, name: str, limits: IngestLimits) -> None:
+def _ingest_stream(
+    builder: _Builder, masker: Masker, stream: io.BufferedIOBase | io.RawIOBase, name: str, limits: IngestLimits
+) -> None:
     file_rank = rank_from_path(name)
     builder.bundle.sources.append(name)  # masked in finish(), once every host is known
     lineno = 0

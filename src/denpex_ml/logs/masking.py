@@ -39,14 +39,38 @@ class MaskRule:
 
 # Order matters: secrets before e-mails before IPs. No rule may match across a newline.
 DEFAULT_RULES: tuple[MaskRule, ...] = (
-    MaskRule("private-key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S), "<masked:private-key>", gate='-----BEGIN'),
-    MaskRule("hf-token", re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), "<masked:token>", gate='hf_[A-Za-z0-9]{20}'),
-    MaskRule("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b"), "<masked:token>", gate='gh[pousr]_[A-Za-z0-9]{20}|github_pat_'),
-    MaskRule("aws-key-id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "<masked:token>", gate='(?:AKIA|ASIA)[0-9A-Z]{16}'),
-    MaskRule("openai-like-key", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"), "<masked:token>", gate='sk-[A-Za-z0-9_-]{20}'),
-    MaskRule("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"), "<masked:token>", gate='xox[abposr]-'),
-    MaskRule("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), "<masked:token>", gate='eyJ[A-Za-z0-9_-]{8}'),
-    MaskRule("bearer", re.compile(r"(?i)\b(bearer|basic)[ \t]+[A-Za-z0-9._~+/=-]{12,}"), r"\1 <masked:token>", gate='(?i:bearer|basic)[ \\t]'),
+    MaskRule(
+        "private-key",
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
+        "<masked:private-key>",
+        gate="-----BEGIN",
+    ),
+    MaskRule("hf-token", re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), "<masked:token>", gate="hf_[A-Za-z0-9]{20}"),
+    MaskRule(
+        "github-token",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b"),
+        "<masked:token>",
+        gate="gh[pousr]_[A-Za-z0-9]{20}|github_pat_",
+    ),
+    MaskRule(
+        "aws-key-id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "<masked:token>", gate="(?:AKIA|ASIA)[0-9A-Z]{16}"
+    ),
+    MaskRule(
+        "openai-like-key", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"), "<masked:token>", gate="sk-[A-Za-z0-9_-]{20}"
+    ),
+    MaskRule("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"), "<masked:token>", gate="xox[abposr]-"),
+    MaskRule(
+        "jwt",
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        "<masked:token>",
+        gate="eyJ[A-Za-z0-9_-]{8}",
+    ),
+    MaskRule(
+        "bearer",
+        re.compile(r"(?i)\b(bearer|basic)[ \t]+[A-Za-z0-9._~+/=-]{12,}"),
+        r"\1 <masked:token>",
+        gate="(?i:bearer|basic)[ \\t]",
+    ),
     MaskRule(
         "secret-assignment",
         re.compile(
@@ -54,21 +78,38 @@ DEFAULT_RULES: tuple[MaskRule, ...] = (
             r"([ \t]*[=:][ \t]*)(['\"]?)(?!<masked)(?=[^\s'\",;]*[A-Za-z])([^\s'\",;]{6,})"
         ),
         r"\1\2\3<masked:secret>",
-        gate='(?i:api[_-]?key|access[_-]?key|secret|token|passw|pwd|credential)[\\w.-]*[ \\t]*[=:]',
+        gate="(?i:api[_-]?key|access[_-]?key|secret|token|passw|pwd|credential)[\\w.-]*[ \\t]*[=:]",
     ),
-    MaskRule("url-credentials", re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@"), r"\1<masked:user>:<masked:secret>@", gate='://[^\\s/@:]+:[^\\s/@]+@'),
-    MaskRule("email", re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"), "<masked:email>", gate='@[A-Za-z0-9.-]+\\.[A-Za-z]{2}'),
+    MaskRule(
+        "url-credentials",
+        re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@"),
+        r"\1<masked:user>:<masked:secret>@",
+        gate="://[^\\s/@:]+:[^\\s/@]+@",
+    ),
+    MaskRule(
+        "email",
+        re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"),
+        "<masked:email>",
+        gate="@[A-Za-z0-9.-]+\\.[A-Za-z]{2}",
+    ),
     MaskRule(
         "home-user",
         re.compile(r"(/(?:home|Users|users|scratch|u)/)(?!user/|user\b)([A-Za-z0-9._-]+)"),
         r"\1user",
-        gate='/(?:home|Users|users|scratch|u)/',
+        gate="/(?:home|Users|users|scratch|u)/",
     ),
-    MaskRule("windows-user", re.compile(r"(?i)([A-Z]:\\Users\\)(?!user\\)([^\\\s]+)"), r"\1user", gate='(?i:[a-z]:\\\\users\\\\)'),
+    MaskRule(
+        "windows-user",
+        re.compile(r"(?i)([A-Z]:\\Users\\)(?!user\\)([^\\\s]+)"),
+        r"\1user",
+        gate="(?i:[a-z]:\\\\users\\\\)",
+    ),
 )
 
 _IPV4_RE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
-_IPV6_RE = re.compile(r"(?<![\w.])(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){7})(?:[0-9a-fA-F]{1,4}|:)(?:[0-9a-fA-F]{0,4}:){1,7}[0-9a-fA-F]{1,4}(?![\w:])")
+_IPV6_RE = re.compile(
+    r"(?<![\w.])(?=[0-9a-fA-F:]*::|(?:[0-9a-fA-F]{1,4}:){7})(?:[0-9a-fA-F]{1,4}|:)(?:[0-9a-fA-F]{0,4}:){1,7}[0-9a-fA-F]{1,4}(?![\w:])"
+)
 
 # Hostnames seen in structural positions (discovered elsewhere) plus fully qualified names.
 _FQDN = re.compile(
@@ -143,7 +184,9 @@ class Masker:
         start, end = m.span()
         if start and (text[start - 1].isalnum() or text[start - 1] in "._"):
             return ip  # part of a longer token (version string, path)
-        if end < len(text) and (text[end].isalnum() or text[end] == "_" or (text[end] == "." and text[end + 1 : end + 2].isdigit())):
+        if end < len(text) and (
+            text[end].isalnum() or text[end] == "_" or (text[end] == "." and text[end + 1 : end + 2].isdigit())
+        ):
             return ip
         if any(int(o) > 255 for o in ip.split(".")):
             return ip

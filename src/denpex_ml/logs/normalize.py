@@ -69,7 +69,9 @@ def collapse_cr(text: str) -> str:
     return _CR_OVERWRITE.sub("", text).replace("\r", "")
 
 
-def iter_text_blocks(stream: BinaryIO, *, name: str, max_line_chars: int, block_chars: int = BLOCK_CHARS) -> Iterator[str]:
+def iter_text_blocks(
+    stream: BinaryIO, *, name: str, max_line_chars: int, block_chars: int = BLOCK_CHARS
+) -> Iterator[str]:
     """Yield normalised blocks of complete lines (each ending in ``\\n``) from a binary stream.
 
     Raises :class:`NotALogError` when the stream is binary.
@@ -115,6 +117,4 @@ def _cap_lines(block: str, max_line_chars: int) -> str:
     lines = block.split("\n")
     if max(map(len, lines)) <= max_line_chars:
         return block
-    return "\n".join(
-        line if len(line) <= max_line_chars else line[:max_line_chars] + TRUNCATION_MARK for line in lines
-    )
+    return "\n".join(line if len(line) <= max_line_chars else line[:max_line_chars] + TRUNCATION_MARK for line in lines)

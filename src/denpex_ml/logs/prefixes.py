@@ -57,29 +57,29 @@ _RANK_PATH = re.compile(
 
 def _torchrun(line: str) -> Prefix | None:
     m = _TORCHRUN.match(line)
-    return Prefix("torchrun", line[m.end():], rank=int(m.group(1))) if m else None
+    return Prefix("torchrun", line[m.end() :], rank=int(m.group(1))) if m else None
 
 
 def _mpirun(line: str) -> Prefix | None:
     m = _MPI.match(line)
-    return Prefix("mpirun", line[m.end():], rank=int(m.group(1))) if m else None
+    return Prefix("mpirun", line[m.end() :], rank=int(m.group(1))) if m else None
 
 
 def _srun(line: str) -> Prefix | None:
     m = _SRUN.match(line)
-    return Prefix("srun", line[m.end():], rank=int(m.group(1))) if m else None
+    return Prefix("srun", line[m.end() :], rank=int(m.group(1))) if m else None
 
 
 def _ray(line: str) -> Prefix | None:
     m = _RAY.match(line)
     if not m:
         return None
-    return Prefix("ray", line[m.end():], host=m.group(3), pid=m.group(2))
+    return Prefix("ray", line[m.end() :], host=m.group(3), pid=m.group(2))
 
 
 def _ucx(line: str) -> Prefix | None:
     m = _UCX.match(line)
-    return Prefix("ucx", line[m.end():], host=m.group(1), pid=m.group(2)) if m else None
+    return Prefix("ucx", line[m.end() :], host=m.group(1), pid=m.group(2)) if m else None
 
 
 def _nccl_debug(line: str) -> Prefix | None:
@@ -96,7 +96,7 @@ def _pdsh(line: str) -> Prefix | None:
     host = m.group(1)
     if host.lower().endswith(_NOT_HOST_SUFFIX) or host.endswith(".py"):
         return None
-    return Prefix("pdsh", line[m.end():], host=host)
+    return Prefix("pdsh", line[m.end() :], host=host)
 
 
 _JSON_MSG_KEYS = ("message", "msg", "log", "textPayload", "line")
@@ -281,11 +281,10 @@ def message_rank(text: str) -> int | None:
 
 def rank_from_path(path: str) -> int | None:
     """Rank encoded in a per-rank file or pod name (rank3.log, worker-3, attempt_0/3/stderr.log)."""
-    m = None
-    for m in _RANK_PATH.finditer(path):
-        pass  # the last (innermost) match wins
-    if m is None:
+    matches = list(_RANK_PATH.finditer(path))
+    if not matches:
         return None
+    m = matches[-1]  # the last (innermost) match wins
     return int(next(g for g in m.groups() if g is not None))
 
 

@@ -50,7 +50,11 @@ class ReadBudget:
             raise InputTooLargeError(
                 f"{self.source}: more than {lim.max_total_bytes} uncompressed bytes (IngestLimits.max_total_bytes)"
             )
-        if compressed and self.read > lim.ratio_min_bytes and self.read / max(compressed, 1) > lim.max_compression_ratio:
+        if (
+            compressed
+            and self.read > lim.ratio_min_bytes
+            and self.read / max(compressed, 1) > lim.max_compression_ratio
+        ):
             raise InputTooLargeError(
                 f"{self.source}: decompression ratio above {lim.max_compression_ratio:g} "
                 f"({self.read} bytes from {compressed} compressed; IngestLimits.max_compression_ratio): "
@@ -60,7 +64,9 @@ class ReadBudget:
     def add_member(self, name: str) -> None:
         self.members += 1
         if self.members > self.limits.max_members:
-            raise InputTooLargeError(f"{self.source}: more than {self.limits.max_members} files (IngestLimits.max_members)")
+            raise InputTooLargeError(
+                f"{self.source}: more than {self.limits.max_members} files (IngestLimits.max_members)"
+            )
 
 
 class _Counting(io.RawIOBase):
@@ -129,7 +135,9 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def iter_members(path: str | os.PathLike[str], limits: IngestLimits, budget: ReadBudget | None = None) -> Iterator[Member]:
+def iter_members(
+    path: str | os.PathLike[str], limits: IngestLimits, budget: ReadBudget | None = None
+) -> Iterator[Member]:
     """Yield the text members of ``path`` (file, .gz, directory, .tar[.gz|.bz2|.xz], .zip)."""
     p = Path(path)
     try:
@@ -176,7 +184,9 @@ def _raise_walk(exc: OSError) -> None:
     raise LogNotFoundError(f"{exc.filename}: cannot read directory ({exc.strerror or exc})")
 
 
-def _iter_file(path: Path, rel: str, prefix: str, limits: IngestLimits, budget: ReadBudget, depth: int) -> Iterator[Member]:
+def _iter_file(
+    path: Path, rel: str, prefix: str, limits: IngestLimits, budget: ReadBudget, depth: int
+) -> Iterator[Member]:
     try:
         with path.open("rb") as fh:
             head = fh.read(512)
@@ -209,7 +219,7 @@ def _open_plain(path: Path, budget: ReadBudget) -> BinaryIO:
 
 
 def _open_gzip(path: Path, budget: ReadBudget) -> BinaryIO:
-    gz = gzip.open(path, "rb")  # owns (and closes) the file
+    gz = gzip.open(path, "rb")  # noqa: SIM115 - returned (wrapped) to the caller, who closes it
     raw = gz.fileobj
     assert raw is not None
     return io.BufferedReader(_Counting(gz, budget, raw.tell), 1 << 16)  # type: ignore[arg-type]
@@ -259,13 +269,18 @@ def _iter_tar_file(path: Path, name: str, limits: IngestLimits, budget: ReadBudg
 
 
 def _iter_tar_stream(
-    raw: BinaryIO, compressed_pos: Callable[[], int | None], name: str, limits: IngestLimits, budget: ReadBudget, depth: int
+    raw: BinaryIO,
+    compressed_pos: Callable[[], int | None],
+    name: str,
+    limits: IngestLimits,
+    budget: ReadBudget,
+    depth: int,
 ) -> Iterator[Member]:
     if depth > limits.max_depth:
         raise InputTooLargeError(f"{name}: archives nested deeper than {limits.max_depth} (IngestLimits.max_depth)")
     counted = io.BufferedReader(_Counting(raw, budget, compressed_pos), 1 << 16)  # type: ignore[arg-type]
     try:
-        tf = tarfile.open(fileobj=counted, mode="r|*")
+        tf = tarfile.open(fileobj=counted, mode="r|*")  # noqa: SIM115 - closed in finally below
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise ArchiveError(f"{name}: not a readable tar archive ({exc})") from None
     try:
@@ -305,7 +320,9 @@ def _iter_tar_stream(
         tf.close()
 
 
-def _iter_nested(data: io.BytesIO, name: str, limits: IngestLimits, budget: ReadBudget, depth: int, kind: str) -> Iterator[Member]:
+def _iter_nested(
+    data: io.BytesIO, name: str, limits: IngestLimits, budget: ReadBudget, depth: int, kind: str
+) -> Iterator[Member]:
     if depth > limits.max_depth:
         raise InputTooLargeError(f"{name}: archives nested deeper than {limits.max_depth} (IngestLimits.max_depth)")
     if kind == "zip":
@@ -336,7 +353,10 @@ def _iter_zip_obj(fh: BinaryIO, name: str, limits: IngestLimits, budget: ReadBud
                 raise UnsafeArchiveMemberError(f"{name}: archive member {info.filename!r} is a device or FIFO")
             if info.is_dir():
                 continue
-            if info.file_size > limits.ratio_min_bytes and info.file_size / max(info.compress_size, 1) > limits.max_compression_ratio:
+            if (
+                info.file_size > limits.ratio_min_bytes
+                and info.file_size / max(info.compress_size, 1) > limits.max_compression_ratio
+            ):
                 raise InputTooLargeError(
                     f"{name}: member {info.filename!r} declares a decompression ratio above "
                     f"{limits.max_compression_ratio:g} (IngestLimits.max_compression_ratio): refusing a possible archive bomb"

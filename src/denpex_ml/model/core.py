@@ -69,7 +69,9 @@ class DenpexModel:
         proba = self.predict_proba([a])[0]
         return self._diagnosis(a, proba, t0)
 
-    def classify(self, source: LogSource | None = None, *, text: str | None = None, limits: IngestLimits | None = None) -> Diagnosis:
+    def classify(
+        self, source: LogSource | None = None, *, text: str | None = None, limits: IngestLimits | None = None
+    ) -> Diagnosis:
         """Diagnose one job: a log file, a directory of per-rank logs, an archive, a mapping
         rank -> text, or raw ``text``. See :func:`denpex_ml.classify`."""
         t0 = time.perf_counter()
@@ -139,7 +141,12 @@ class DenpexModel:
                 "taxonomy_hash": self.taxonomy.fingerprint_hash(),
                 "layout": {"n_classes": lay.n_classes, "n_structure": lay.n_structure, "embed_dim": lay.embed_dim},
                 "structure_features": list(FEATURE_NAMES),
-                "head_params": {"C": self.head.C, "n_folds": self.head.n_folds, "k": self.head.k, "random_state": self.head.random_state},
+                "head_params": {
+                    "C": self.head.C,
+                    "n_folds": self.head.n_folds,
+                    "k": self.head.k,
+                    "random_state": self.head.random_state,
+                },
                 "abstain_threshold": self.abstain_threshold,
                 "max_lines": self.featurizer.max_lines,
             }
@@ -148,7 +155,9 @@ class DenpexModel:
         return write_model_dir(path, manifest, self.head.to_arrays())
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, taxonomy_dirs: Iterable[str | os.PathLike[str]] | None = None) -> DenpexModel:
+    def load(
+        cls, path: str | os.PathLike[str], *, taxonomy_dirs: Iterable[str | os.PathLike[str]] | None = None
+    ) -> DenpexModel:
         manifest, arrays = read_model_dir(path)
         taxonomy = load_taxonomy(taxonomy_dirs)
         if manifest["taxonomy_hash"] != taxonomy.fingerprint_hash():
@@ -162,10 +171,19 @@ class DenpexModel:
             raise ModelError(f"{path}: structure features differ from this library version's; retrain the model")
         encoder = make_encoder(str(manifest["encoder"]), models_root())
         if encoder.dim != layout.embed_dim:
-            raise ModelError(f"{path}: encoder {encoder.name} has {encoder.dim} dims, the model expects {layout.embed_dim}")
+            raise ModelError(
+                f"{path}: encoder {encoder.name} has {encoder.dim} dims, the model expects {layout.embed_dim}"
+            )
         hp = manifest["head_params"]
         try:
-            head = DenpexHead.from_arrays(arrays, layout, C=float(hp["C"]), n_folds=int(hp["n_folds"]), k=int(hp["k"]), random_state=int(hp["random_state"]))
+            head = DenpexHead.from_arrays(
+                arrays,
+                layout,
+                C=float(hp["C"]),
+                n_folds=int(hp["n_folds"]),
+                k=int(hp["k"]),
+                random_state=int(hp["random_state"]),
+            )
         except KeyError as exc:
             raise ModelError(f"{path}: head array {exc} missing") from None
         return cls(
@@ -179,7 +197,9 @@ class DenpexModel:
         )
 
 
-def load_model(path: str | os.PathLike[str] | None = None, *, taxonomy_dirs: Iterable[str | os.PathLike[str]] | None = None) -> DenpexModel:
+def load_model(
+    path: str | os.PathLike[str] | None = None, *, taxonomy_dirs: Iterable[str | os.PathLike[str]] | None = None
+) -> DenpexModel:
     """Load a model directory (default: the shipped ``models/default``), verifying checksums
     and taxonomy compatibility."""
     return DenpexModel.load(path if path is not None else models_root() / "default", taxonomy_dirs=taxonomy_dirs)

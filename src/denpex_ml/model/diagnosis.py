@@ -22,7 +22,14 @@ class Evidence:
     why: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "stream": self.stream, "source": self.source, "line": self.line, "text": self.text, "why": self.why}
+        return {
+            "rank": self.rank,
+            "stream": self.stream,
+            "source": self.source,
+            "line": self.line,
+            "text": self.text,
+            "why": self.why,
+        }
 
 
 @dataclass(frozen=True)

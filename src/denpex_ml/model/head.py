@@ -271,8 +271,17 @@ class DenpexHead(ClassifierMixin, BaseEstimator):
         return out
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], layout: FeatureLayout, *, C: float, n_folds: int, k: int, random_state: int) -> DenpexHead:
-        head = cls(layout=layout, entry_embeddings=arrays["entry_embeddings"], C=C, n_folds=n_folds, k=k, random_state=random_state)
+    def from_arrays(
+        cls, arrays: dict[str, np.ndarray], layout: FeatureLayout, *, C: float, n_folds: int, k: int, random_state: int
+    ) -> DenpexHead:
+        head = cls(
+            layout=layout,
+            entry_embeddings=arrays["entry_embeddings"],
+            C=C,
+            n_folds=n_folds,
+            k=k,
+            random_state=random_state,
+        )
         head.stage1_ = {k2[len("stage1_") :]: v for k2, v in arrays.items() if k2.startswith("stage1_")}
         head.stage2_ = {k2[len("stage2_") :]: v for k2, v in arrays.items() if k2.startswith("stage2_")}
         head.bank_vectors_ = arrays["bank_vectors"]

@@ -33,7 +33,9 @@ class InitiatorVerdict:
     scores: dict[int, float]
 
 
-def find_initiator(bundle: LogBundle, hits: list[FingerprintHit], structure: StructureFeatures, label: str | None) -> InitiatorVerdict:
+def find_initiator(
+    bundle: LogBundle, hits: list[FingerprintHit], structure: StructureFeatures, label: str | None
+) -> InitiatorVerdict:
     """Name the rank that failed first, or ``None`` when the log gives no basis."""
     ranks = bundle.ranks
     if not ranks:

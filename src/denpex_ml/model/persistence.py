@@ -54,7 +54,12 @@ def _versions() -> dict[str, str]:
     import numpy
     import sklearn
 
-    return {"denpex_ml": __version__, "numpy": numpy.__version__, "scikit-learn": sklearn.__version__, "python": platform.python_version()}
+    return {
+        "denpex_ml": __version__,
+        "numpy": numpy.__version__,
+        "scikit-learn": sklearn.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def write_model_dir(path: str | os.PathLike[str], manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> Path:

@@ -71,7 +71,9 @@ def _taxonomy(taxonomy: Taxonomy | None, use_fingerprints: bool) -> Taxonomy | N
     try:
         return load_taxonomy()
     except TaxonomyError as exc:
-        logger.warning("bundled taxonomy not loadable (%s); generating from recipes only, without fingerprint lines", exc)
+        logger.warning(
+            "bundled taxonomy not loadable (%s); generating from recipes only, without fingerprint lines", exc
+        )
         return None
 
 
@@ -172,9 +174,27 @@ def make_splits(
     """
     seen_launchers = tuple(x for x in LAUNCHERS if x not in HELD_OUT_LAUNCHERS)
     seen_versions = tuple(x for x in MSG_VERSIONS if x not in HELD_OUT_MSG_VERSIONS)
-    common: dict[str, Any] = {"labels": labels, "noise": noise, "include_unknown": include_unknown, "taxonomy": taxonomy, "use_fingerprints": use_fingerprints}
+    common: dict[str, Any] = {
+        "labels": labels,
+        "noise": noise,
+        "include_unknown": include_unknown,
+        "taxonomy": taxonomy,
+        "use_fingerprints": use_fingerprints,
+    }
     return {
-        "train": list(iter_generate(per_class_train, seed, launchers=seen_launchers, msg_versions=seen_versions, _stream="train", **common)),
-        "val": list(iter_generate(per_class_val, seed, launchers=seen_launchers, msg_versions=seen_versions, _stream="val", **common)),
-        "test": list(iter_generate(per_class_test, seed, launchers=LAUNCHERS, msg_versions=MSG_VERSIONS, _stream="test", **common)),
+        "train": list(
+            iter_generate(
+                per_class_train, seed, launchers=seen_launchers, msg_versions=seen_versions, _stream="train", **common
+            )
+        ),
+        "val": list(
+            iter_generate(
+                per_class_val, seed, launchers=seen_launchers, msg_versions=seen_versions, _stream="val", **common
+            )
+        ),
+        "test": list(
+            iter_generate(
+                per_class_test, seed, launchers=LAUNCHERS, msg_versions=MSG_VERSIONS, _stream="test", **common
+            )
+        ),
     }

@@ -26,7 +26,24 @@ __all__ = [
 
 STEP_STYLES = ("megatron", "hf", "deepspeed", "lightning", "plain", "tqdm")
 
-_BUS_IDS = ("4f000", "52000", "56000", "57000", "ce000", "d1000", "d5000", "d6000", "18000", "2a000", "3a000", "5d000", "9a000", "ab000", "ba000", "db000")
+_BUS_IDS = (
+    "4f000",
+    "52000",
+    "56000",
+    "57000",
+    "ce000",
+    "d1000",
+    "d5000",
+    "d6000",
+    "18000",
+    "2a000",
+    "3a000",
+    "5d000",
+    "9a000",
+    "ab000",
+    "ba000",
+    "db000",
+)
 
 
 def _bar(frac: float, width: int = 10) -> str:
@@ -37,7 +54,17 @@ def _bar(frac: float, width: int = 10) -> str:
     return body.ljust(width)
 
 
-def step_line(sc: Scenario, style: str, step: int, total: int, loss: float | str, *, grad_norm: float | str = 1.0, scale: float = 65536.0, t: float | None = None) -> str:
+def step_line(
+    sc: Scenario,
+    style: str,
+    step: int,
+    total: int,
+    loss: float | str,
+    *,
+    grad_norm: float | str = 1.0,
+    scale: float = 65536.0,
+    t: float | None = None,
+) -> str:
     """One training-progress line in ``style`` (see :data:`STEP_STYLES`)."""
     rng = sc.rng
     loss_s = loss if isinstance(loss, str) else f"{loss:.4f}"
@@ -67,7 +94,11 @@ def step_line(sc: Scenario, style: str, step: int, total: int, loss: float | str
 def nccl_init(sc: Scenario, t: float, *, verbose: bool = True) -> None:
     """NCCL INFO init chatter (version, bootstrap, channels, Init COMPLETE) on visible ranks."""
     rng = sc.rng
-    ver = rng.choice(("2.10.3", "2.14.3", "2.18.1")) if sc.old else rng.choice(("2.19.3", "2.20.5", "2.21.5", "2.23.4", "2.26.2"))
+    ver = (
+        rng.choice(("2.10.3", "2.14.3", "2.18.1"))
+        if sc.old
+        else rng.choice(("2.19.3", "2.20.5", "2.21.5", "2.23.4", "2.26.2"))
+    )
     cu = rng.choice(("11.8", "12.1")) if sc.old else rng.choice(("12.2", "12.4", "12.8"))
     iface = rng.choice(("eth0", "ib0", "bond0", "enp86s0f0"))
     for r in sc.visible:
@@ -80,16 +111,26 @@ def nccl_init(sc: Scenario, t: float, *, verbose: bool = True) -> None:
             lines.append(f"{p} NCCL INFO NCCL version {ver}+cuda{cu}")
         if verbose or r == 0:
             lines.append(f"{p} NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB {iface}:{sc.ip(node)}<0>")
-            lines.append(f"{p} NCCL INFO Using network IB" if sc.n_ranks > sc.gpus_per_node else f"{p} NCCL INFO Using network Socket")
+            lines.append(
+                f"{p} NCCL INFO Using network IB"
+                if sc.n_ranks > sc.gpus_per_node
+                else f"{p} NCCL INFO Using network Socket"
+            )
             bus = _BUS_IDS[sc.local_of(r) % len(_BUS_IDS)]
             comm = f"0x{rng.randrange(0x55000000, 0x56000000):x}"
-            lines.append(f"{p} NCCL INFO comm {comm} rank {r} nranks {sc.n_ranks} cudaDev {sc.local_of(r)} busId {bus} - Init START")
+            lines.append(
+                f"{p} NCCL INFO comm {comm} rank {r} nranks {sc.n_ranks} cudaDev {sc.local_of(r)} busId {bus} - Init START"
+            )
             nxt = (sc.local_of(r) + 1) % sc.gpus_per_node
             for ch in range(rng.randint(1, 3)):
-                lines.append(f"{p} NCCL INFO Channel {ch:02d}/0 : {r}[{bus}] -> {(r + 1) % sc.n_ranks}[{_BUS_IDS[nxt % len(_BUS_IDS)]}] via P2P/IPC/read")
+                lines.append(
+                    f"{p} NCCL INFO Channel {ch:02d}/0 : {r}[{bus}] -> {(r + 1) % sc.n_ranks}[{_BUS_IDS[nxt % len(_BUS_IDS)]}] via P2P/IPC/read"
+                )
             lines.append(f"{p} NCCL INFO Connected all rings")
             lines.append(f"{p} NCCL INFO Connected all trees")
-            lines.append(f"{p} NCCL INFO comm {comm} rank {r} nranks {sc.n_ranks} cudaDev {sc.local_of(r)} busId {bus} - Init COMPLETE")
+            lines.append(
+                f"{p} NCCL INFO comm {comm} rank {r} nranks {sc.n_ranks} cudaDev {sc.local_of(r)} busId {bus} - Init COMPLETE"
+            )
         for ln in lines:
             sc.noise(r, tt, ln)
             tt += 0.001
@@ -130,7 +171,15 @@ def megatron_args(sc: Scenario, t: float, overrides: Mapping[str, object], *, ra
     sc.context(rank, t, "\n".join(lines))
 
 
-def background(sc: Scenario, t0: float, t1: float, count: int, *, style: str | None = None, loss_at: Callable[[int], float | str] | None = None) -> str:
+def background(
+    sc: Scenario,
+    t0: float,
+    t1: float,
+    count: int,
+    *,
+    style: str | None = None,
+    loss_at: Callable[[int], float | str] | None = None,
+) -> str:
     """``count`` background lines between ``t0`` and ``t1``; returns the step style used.
 
     Rank 0 prints most progress lines; other visible ranks print occasional warnings.
@@ -198,7 +247,19 @@ def red_herrings(sc: Scenario, t0: float, t1: float, k: int) -> list[str]:
     return names
 
 
-_HERRINGS = ("deprecated", "nccl-plugin", "nccl-ib-hca", "overflow-once", "redirects", "omp", "env-deprecated", "barrier-device", "tokenizers-fork", "seq-too-long", "pg-not-destroyed")
+_HERRINGS = (
+    "deprecated",
+    "nccl-plugin",
+    "nccl-ib-hca",
+    "overflow-once",
+    "redirects",
+    "omp",
+    "env-deprecated",
+    "barrier-device",
+    "tokenizers-fork",
+    "seq-too-long",
+    "pg-not-destroyed",
+)
 
 
 def _herring_text(sc: Scenario, name: str, r: int, t: float) -> str:
@@ -223,7 +284,11 @@ def _herring_text(sc: Scenario, name: str, r: int, t: float) -> str:
             )
         )
     if name == "redirects":
-        return "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot assign requested address).\nNOTE: Redirects are currently not supported in Windows or MacOs." if rng.random() < 0.3 else "torch.distributed.elastic.multiprocessing.redirects: NOTE: Redirects are currently not supported in Windows or MacOs."
+        return (
+            "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot assign requested address).\nNOTE: Redirects are currently not supported in Windows or MacOs."
+            if rng.random() < 0.3
+            else "torch.distributed.elastic.multiprocessing.redirects: NOTE: Redirects are currently not supported in Windows or MacOs."
+        )
     if name == "omp":
         return (
             "WARNING:torch.distributed.run:\n*****************************************\nSetting OMP_NUM_THREADS environment variable for each process to be 1 in default, "

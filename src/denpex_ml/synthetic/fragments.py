@@ -84,7 +84,9 @@ def native_frames(sc: Scenario, top: str, count: int = 6) -> str:
     out = []
     for i, (sym, so) in enumerate(syms[:count]):
         where = f"{lib}/{so}" if so in ("libc10.so", "libtorch_cuda.so") else f"/lib/x86_64-linux-gnu/{so}"
-        out.append(f"frame #{i}: {sym} + 0x{sc.rng.randrange(0x20, 0x400):x} (0x{base + sc.rng.randrange(0xFFFFFF):x} in {where})")
+        out.append(
+            f"frame #{i}: {sym} + 0x{sc.rng.randrange(0x20, 0x400):x} (0x{base + sc.rng.randrange(0xFFFFFF):x} in {where})"
+        )
     return "\n".join(out)
 
 
@@ -132,7 +134,9 @@ def watchdog_timeout(
                 f"{c10_header(sc, rank, t, 'E', f'ProcessGroupNCCL.cpp:{ln + 14}')} Some NCCL operations have failed or timed out. "
                 "Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data."
             )
-            lines.append(f"{c10_header(sc, rank, t, 'E', f'ProcessGroupNCCL.cpp:{ln + 20}')} To avoid data inconsistency, we are taking the entire process down.")
+            lines.append(
+                f"{c10_header(sc, rank, t, 'E', f'ProcessGroupNCCL.cpp:{ln + 20}')} To avoid data inconsistency, we are taking the entire process down."
+            )
             lines.append("terminate called after throwing an instance of 'std::runtime_error'")
             lines.append(f"  what():  {msg}")
         sc.emit(rank, t, "\n".join(lines), role)
@@ -147,11 +151,25 @@ def watchdog_timeout(
         f"{seq}, last enqueued NCCL work: {enq}, last completed NCCL work: {seq - 1}."
     )
     if verbose:
-        lines.append(f"{c10_header(sc, rank, t, 'E', 'ProcessGroupNCCL.cpp:630')} [Rank {grank}] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.")
-        lines.append(f"{c10_header(sc, rank, t, 'E', 'ProcessGroupNCCL.cpp:636')} [Rank {grank}] To avoid data inconsistency, we are taking the entire process down.")
-        lines.append(f"{c10_header(sc, rank, t, 'E', 'ProcessGroupNCCL.cpp:1595')} {pgtag} Process group watchdog thread terminated with exception: {msg}")
-        lines.append("Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 (most recent call first):")
-        lines.append(native_frames(sc, "c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >)", rng.randint(3, 7)))
+        lines.append(
+            f"{c10_header(sc, rank, t, 'E', 'ProcessGroupNCCL.cpp:630')} [Rank {grank}] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data."
+        )
+        lines.append(
+            f"{c10_header(sc, rank, t, 'E', 'ProcessGroupNCCL.cpp:636')} [Rank {grank}] To avoid data inconsistency, we are taking the entire process down."
+        )
+        lines.append(
+            f"{c10_header(sc, rank, t, 'E', 'ProcessGroupNCCL.cpp:1595')} {pgtag} Process group watchdog thread terminated with exception: {msg}"
+        )
+        lines.append(
+            "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 (most recent call first):"
+        )
+        lines.append(
+            native_frames(
+                sc,
+                "c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >)",
+                rng.randint(3, 7),
+            )
+        )
         lines.append("")
         lines.append("terminate called after throwing an instance of 'c10::DistBackendError'")
         lines.append(f"  what():  {pgtag} Process group watchdog thread terminated with exception: {msg}")
@@ -175,7 +193,11 @@ def remote_error(sc: Scenario, rank: int, t: float, peer_rank: int, *, role: str
     """A surviving rank's NCCL error after its peer process vanished (connection reset)."""
     rng = sc.rng
     peer_ip = sc.ip(sc.node_of(peer_rank))
-    nccl_v = rng.choice(("2.18.5", "2.19.3", "2.20.5", "2.21.5")) if not sc.old else rng.choice(("2.10.3", "2.14.3", "2.18.1"))
+    nccl_v = (
+        rng.choice(("2.18.5", "2.19.3", "2.20.5", "2.21.5"))
+        if not sc.old
+        else rng.choice(("2.10.3", "2.14.3", "2.18.1"))
+    )
     variant = rng.randrange(3)
     if variant == 0:
         text = (
@@ -184,7 +206,12 @@ def remote_error(sc: Scenario, rank: int, t: float, peer_rank: int, *, role: str
         )
     elif variant == 1:
         frames: list[Frame] = [
-            ("sp:torch/nn/parallel/distributed.py", 1523, "forward", "inputs, kwargs = self._pre_forward(*inputs, **kwargs)"),
+            (
+                "sp:torch/nn/parallel/distributed.py",
+                1523,
+                "forward",
+                "inputs, kwargs = self._pre_forward(*inputs, **kwargs)",
+            ),
             ("sp:torch/distributed/distributed_c10d.py", 2050, "all_reduce", "work = group.allreduce([tensor], opts)"),
         ]
         exc = (
@@ -221,7 +248,9 @@ def downstream(
     if not waiting:
         return t_fail + 1.0
     timeout_ms = timeout_ms or rng.choice((600000, 1800000, 1800000, 1800000, 7200000, 300000))
-    op = op or rng.choice(("ALLREDUCE", "ALLREDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE", "BROADCAST", "ALLTOALL_BASE"))
+    op = op or rng.choice(
+        ("ALLREDUCE", "ALLREDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE", "BROADCAST", "ALLTOALL_BASE")
+    )
     seq = seq or rng.randint(20, 600000)
     numel = numel or rng.choice((1, 6, 1024, 2359296, 126834688, 46684160, 5164000))
     modes = ("watchdog", "reset", "mixed") + (() if sc.old else ("heartbeat",))
@@ -238,15 +267,33 @@ def downstream(
         else:
             n_in = numel
             n_out = numel * (sc.n_ranks if "GATHER" in op else 1)
-            watchdog_timeout(sc, r, t, seq=seq, op=op, numel_in=n_in, numel_out=n_out, timeout_ms=timeout_ms, last_enqueued=seq + rng.randint(0, 3))
+            watchdog_timeout(
+                sc,
+                r,
+                t,
+                seq=seq,
+                op=op,
+                numel_in=n_in,
+                numel_out=n_out,
+                timeout_ms=timeout_ms,
+                last_enqueued=seq + rng.randint(0, 3),
+            )
         t_end = max(t_end, t)
     return t_end
 
 
-_SIGNALS = {-6: "Signal 6 (SIGABRT)", -9: "Signal 9 (SIGKILL)", -11: "Signal 11 (SIGSEGV)", -7: "Signal 7 (SIGBUS)", -15: "Signal 15 (SIGTERM)"}
+_SIGNALS = {
+    -6: "Signal 6 (SIGABRT)",
+    -9: "Signal 9 (SIGKILL)",
+    -11: "Signal 11 (SIGSEGV)",
+    -7: "Signal 7 (SIGBUS)",
+    -15: "Signal 15 (SIGTERM)",
+}
 
 
-def elastic_teardown(sc: Scenario, t: float, failed: Sequence[tuple[int, int]], *, root_rank: int | None = None) -> None:
+def elastic_teardown(
+    sc: Scenario, t: float, failed: Sequence[tuple[int, int]], *, root_rank: int | None = None
+) -> None:
     """torchelastic's agent lines and ChildFailedError summary on the first visible node.
 
     ``failed`` lists (rank, exitcode). The "Root Cause (first observed failure)" entry is
@@ -268,13 +315,21 @@ def elastic_teardown(sc: Scenario, t: float, failed: Sequence[tuple[int, int]], 
         if sc.old:
             sc.agent(node, t, f"WARNING:{lines_api}:Sending process {pid} closing signal SIGTERM")
         else:
-            sc.agent(node, t, f"W{sc.when(t):%m%d %H:%M:%S}.{rng.randrange(10**6):06d} {sc.pid(0) - 60} torch/distributed/elastic/multiprocessing/api.py:897] Sending process {pid} closing signal SIGTERM")
+            sc.agent(
+                node,
+                t,
+                f"W{sc.when(t):%m%d %H:%M:%S}.{rng.randrange(10**6):06d} {sc.pid(0) - 60} torch/distributed/elastic/multiprocessing/api.py:897] Sending process {pid} closing signal SIGTERM",
+            )
     code_r, code = first_fail
     msg = f"failed (exitcode: {code}) local_rank: {sc.local_of(code_r)} (pid: {sc.pid(code_r)}) of binary: {binary}"
     if sc.old:
         sc.agent(node, t + 0.5, f"ERROR:{lines_api}:{msg}")
     else:
-        sc.agent(node, t + 0.5, f"E{sc.when(t):%m%d %H:%M:%S}.{rng.randrange(10**6):06d} {sc.pid(0) - 60} torch/distributed/elastic/multiprocessing/api.py:869] {msg}")
+        sc.agent(
+            node,
+            t + 0.5,
+            f"E{sc.when(t):%m%d %H:%M:%S}.{rng.randrange(10**6):06d} {sc.pid(0) - 60} torch/distributed/elastic/multiprocessing/api.py:869] {msg}",
+        )
     launcher = rng.choice(("torchrun", "torch/distributed/run.py", "torch/distributed/launch.py"))
     frames: list[Frame] = []
     if launcher == "torchrun":
@@ -282,21 +337,46 @@ def elastic_teardown(sc: Scenario, t: float, failed: Sequence[tuple[int, int]], 
     else:
         frames.append(("sp:" + launcher, rng.choice((193, 195, 198, 922)), "<module>", "main()"))
     frames += [
-        ("sp:torch/distributed/elastic/multiprocessing/errors/__init__.py", rng.choice((345, 346, 355, 362)), "wrapper", "return f(*args, **kwargs)"),
+        (
+            "sp:torch/distributed/elastic/multiprocessing/errors/__init__.py",
+            rng.choice((345, 346, 355, 362)),
+            "wrapper",
+            "return f(*args, **kwargs)",
+        ),
         ("sp:torch/distributed/run.py", rng.choice((794, 806, 918, 990)), "main", "run(args)"),
         ("sp:torch/distributed/run.py", rng.choice((785, 797, 909, 981)), "run", "elastic_launch("),
-        ("sp:torch/distributed/launcher/api.py", rng.choice((134, 138, 143)), "__call__", "return launch_agent(self._config, self._entrypoint, list(args))"),
-        ("sp:torch/distributed/launcher/api.py", rng.choice((250, 269, 270)), "launch_agent", "raise ChildFailedError("),
+        (
+            "sp:torch/distributed/launcher/api.py",
+            rng.choice((134, 138, 143)),
+            "__call__",
+            "return launch_agent(self._config, self._entrypoint, list(args))",
+        ),
+        (
+            "sp:torch/distributed/launcher/api.py",
+            rng.choice((250, 269, 270)),
+            "launch_agent",
+            "raise ChildFailedError(",
+        ),
     ]
     script = sc.env.script.rsplit("/", 1)[-1]
-    table = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "=" * 60, f"{script} FAILED", "-" * 60, "Failures:"]
+    table = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "=" * 60,
+        f"{script} FAILED",
+        "-" * 60,
+        "Failures:",
+    ]
     others = [(r, c) for r, c in on_node if r != root[0]][:4]
     if not others:
         table.append("  <NO_OTHER_FAILURES>")
     ts = f"{sc.when(t):%Y-%m-%d_%H:%M:%S}"
 
     def block(r: int, c: int) -> list[str]:
-        tb = f"{_SIGNALS[c]} received by PID {sc.pid(r)}" if c in _SIGNALS else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+        tb = (
+            f"{_SIGNALS[c]} received by PID {sc.pid(r)}"
+            if c in _SIGNALS
+            else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+        )
         return [
             f"[{r - node * sc.gpus_per_node}]:" if rng.random() < 0.5 else f"[{sc.local_of(r)}]:",
             f"  time      : {ts}",

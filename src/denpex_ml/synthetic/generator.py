@@ -44,7 +44,9 @@ def resolve_labels(labels: Sequence[str] | None, taxonomy: Taxonomy | None, incl
         chosen = set(labels)
         bad = sorted(chosen - known)
         if bad:
-            raise UnknownLabelError(f"labels: no recipe or taxonomy entry for {', '.join(repr(b) for b in bad)}; known labels are {', '.join(sorted(known))}")
+            raise UnknownLabelError(
+                f"labels: no recipe or taxonomy entry for {', '.join(repr(b) for b in bad)}; known labels are {', '.join(sorted(known))}"
+            )
     if not include_unknown:
         chosen.discard(UNKNOWN_ID)
     elif labels is None:
@@ -99,8 +101,18 @@ def _decoy(sc: Scenario) -> None:
     from denpex_ml.synthetic.fragments import nccl_prefix
 
     p = nccl_prefix(sc, r, 20)
-    sc.noise(r, t, f"{p} transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_2:1 Got async error event: port error", stream="stderr")
-    sc.noise(r, t + 6.0, f"{p} transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_2:1 Got async error event: port active", stream="stderr")
+    sc.noise(
+        r,
+        t,
+        f"{p} transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_2:1 Got async error event: port error",
+        stream="stderr",
+    )
+    sc.noise(
+        r,
+        t + 6.0,
+        f"{p} transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_2:1 Got async error event: port active",
+        stream="stderr",
+    )
 
 
 def make_incident(
@@ -125,7 +137,9 @@ def make_incident(
     hard = rng.random() < 0.3
     noise_n = _noise_count(rng, noise)
     truncation = rng.choices(TRUNCATIONS, _TRUNC_WEIGHTS)[0]
-    sc = Scenario.create(rng, label, n_ranks=n_ranks, msg_version=msg_version, hard_negative=hard, max_visible=rng.randint(6, 16))
+    sc = Scenario.create(
+        rng, label, n_ranks=n_ranks, msg_version=msg_version, hard_negative=hard, max_visible=rng.randint(6, 16)
+    )
     sc.launcher = launcher
     sc.step_style = rng.choice(STEP_STYLES)
     sc.regex_examples = list(recipe.regex_examples)
@@ -202,4 +216,13 @@ def iter_incidents(
         raise ValueError(f"per_class: expected a non-negative integer, found {per_class!r}")
     for index in range(per_class):
         for label in labels:
-            yield make_incident(label, index, seed, launchers=launchers, msg_versions=msg_versions, noise=noise, taxonomy=taxonomy, stream=stream)
+            yield make_incident(
+                label,
+                index,
+                seed,
+                launchers=launchers,
+                msg_versions=msg_versions,
+                noise=noise,
+                taxonomy=taxonomy,
+                stream=stream,
+            )

@@ -85,7 +85,9 @@ def _truncate(sc: Scenario, lines: list[_Line], kind: str) -> tuple[list[_Line],
         out = lines[:j]
         if kind == "cut" and out and out[-1].role != "root" and len(out[-1].text) > 12:
             ln = out[-1]
-            out[-1] = _Line(ln.rank, ln.node, ln.text[: rng.randint(6, len(ln.text) - 3)], ln.role, ln.t, ln.first, ln.stream)
+            out[-1] = _Line(
+                ln.rank, ln.node, ln.text[: rng.randint(6, len(ln.text) - 3)], ln.role, ln.t, ln.first, ln.stream
+            )
         return out, True
     if kind == "middle":
         bounds = [-1, *keep, len(lines)]
@@ -111,7 +113,12 @@ def _ts(sc: Scenario, fmt: str, ln: _Line) -> str:
 
 def _inner_ts_ok(ln: _Line) -> bool:
     t = ln.text
-    return ln.first and bool(t) and not t[0].isspace() and not t.startswith(("Traceback", "[rank", "[E", "[W", "frame #", "{"))
+    return (
+        ln.first
+        and bool(t)
+        and not t[0].isspace()
+        and not t.startswith(("Traceback", "[rank", "[E", "[W", "frame #", "{"))
+    )
 
 
 def _line_text(sc: Scenario, ln: _Line, ts_fmt: str) -> str:

@@ -155,7 +155,9 @@ class Scenario:
             visible.update(r for r in range(node * gpn, min(n_ranks, (node + 1) * gpn)))
             visible.update(rng.sample(range(n_ranks), max_visible - min(len(visible), max_visible - 1)))
         year = rng.choice((2022, 2023, 2024, 2025)) if msg_version == "old" else rng.choice((2024, 2025))
-        base = datetime(year, rng.randint(1, 12), rng.randint(1, 28), rng.randint(0, 23), rng.randint(0, 59), rng.randint(0, 59))
+        base = datetime(
+            year, rng.randint(1, 12), rng.randint(1, 28), rng.randint(0, 23), rng.randint(0, 59), rng.randint(0, 59)
+        )
         return cls(
             rng=rng,
             label=label,
@@ -228,7 +230,16 @@ class Scenario:
         return self.base_time + timedelta(seconds=t)
 
     # ------------------------------------------------------------------ events
-    def emit(self, rank: int | None, t: float, text: str, role: str = "noise", *, node: int | None = None, stream: str = "stderr") -> None:
+    def emit(
+        self,
+        rank: int | None,
+        t: float,
+        text: str,
+        role: str = "noise",
+        *,
+        node: int | None = None,
+        stream: str = "stderr",
+    ) -> None:
         """Add one message; ``rank`` None with ``node`` for node-level lines."""
         if role not in _ROLES:
             raise ValueError(f"role: expected one of {sorted(_ROLES)}, found {role!r}")
@@ -253,7 +264,9 @@ class Scenario:
     def symptom(self, rank: int | None, t: float, text: str, *, node: int | None = None) -> None:
         self.emit(rank, t, text, "symptom", node=node)
 
-    def context(self, rank: int | None, t: float, text: str, *, node: int | None = None, stream: str = "stdout") -> None:
+    def context(
+        self, rank: int | None, t: float, text: str, *, node: int | None = None, stream: str = "stdout"
+    ) -> None:
         self.emit(rank, t, text, "context", node=node, stream=stream)
 
     def noise(self, rank: int | None, t: float, text: str, *, node: int | None = None, stream: str = "stdout") -> None:

@@ -84,9 +84,7 @@ class Taxonomy:
             for rel in entry.related:
                 if rel.id not in self.entries:
                     where = self.sources.get(entry.id, entry.id)
-                    raise TaxonomyError(
-                        f"{where}: field related: id {rel.id!r} is not in the taxonomy"
-                    )
+                    raise TaxonomyError(f"{where}: field related: id {rel.id!r} is not in the taxonomy")
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self.entries
@@ -154,7 +152,9 @@ def _load_cached(dirs: tuple[str, ...]) -> Taxonomy:
     return Taxonomy(entries=entries, sources=sources)
 
 
-def load_taxonomy(extra_dirs: Iterable[str | os.PathLike[str]] | None = None, *, include_bundled: bool = True) -> Taxonomy:
+def load_taxonomy(
+    extra_dirs: Iterable[str | os.PathLike[str]] | None = None, *, include_bundled: bool = True
+) -> Taxonomy:
     """Load the bundled taxonomy, then ``extra_dirs`` in order (adding or overriding entries).
 
     Raises :class:`~denpex_ml.errors.TaxonomyError` naming the file and field of any bad entry.

@@ -7,7 +7,7 @@ a bad file fails with the file name, the field path and what was expected.
 from __future__ import annotations
 
 import re
-from enum import Enum
+from enum import StrEnum
 from functools import cached_property
 from typing import Annotated
 
@@ -32,7 +32,7 @@ EntryId = Annotated[str, StringConstraints(pattern=_ID_RE, min_length=2, max_len
 NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
 
 
-class Category(str, Enum):
+class Category(StrEnum):
     """Broad family of a failure; drives grouping in reports."""
 
     HARDWARE_NETWORK = "hardware-network"
@@ -47,12 +47,12 @@ class Category(str, Enum):
     NONE = "none"
 
 
-class FingerprintKind(str, Enum):
+class FingerprintKind(StrEnum):
     LITERAL = "literal"  #: case-sensitive substring
     REGEX = "regex"  #: Python ``re`` pattern, searched per line
 
 
-class FingerprintRole(str, Enum):
+class FingerprintRole(StrEnum):
     ROOT_CAUSE = "root-cause"  #: printed by the rank/process where the failure starts
     SYMPTOM = "symptom"  #: downstream consequence, printed by ranks left waiting
     CONTEXT = "context"  #: configuration/environment line that makes the cause plausible
@@ -68,7 +68,9 @@ class Fingerprint(_Strict):
     pattern: NonEmpty
     kind: FingerprintKind = FingerprintKind.LITERAL
     role: FingerprintRole
-    source: NonEmpty = Field(description="framework/launcher/component that prints it, e.g. nccl, pytorch, megatron, kernel")
+    source: NonEmpty = Field(
+        description="framework/launcher/component that prints it, e.g. nccl, pytorch, megatron, kernel"
+    )
     weight: float = Field(default=1.0, gt=0.0, le=1.0, description="how specific the signal is for this entry")
     ignore_case: bool = False
     note: str | None = None
@@ -136,11 +138,7 @@ class Entry(_Strict):
     def _complete_unless_unknown(self) -> Entry:
         if self.id == UNKNOWN_ID:
             return self
-        missing = [
-            name
-            for name in ("symptoms", "fingerprints", "fix", "confirm")
-            if not getattr(self, name)
-        ]
+        missing = [name for name in ("symptoms", "fingerprints", "fix", "confirm") if not getattr(self, name)]
         if missing:
             raise ValueError(f"entry {self.id!r} needs at least one item in: {', '.join(missing)}")
         if not any(fp.role is FingerprintRole.ROOT_CAUSE for fp in self.fingerprints):

@@ -88,7 +88,9 @@ class TrainConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise InvalidInputError(f"TrainConfig: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise InvalidInputError(
+                f"TrainConfig: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
         data = dict(data)
         for key in ("extra_data", "taxonomy_dirs"):
             if key in data:

@@ -44,7 +44,9 @@ def _from_synthetic(rec: dict[str, Any]) -> Example:
     src = rec.get("logs") or rec["log"]
     # each synthetic incident is generated independently: it is its own group (its
     # ``source`` names the recipe, shared by every incident of the class)
-    return Example(rec["id"], rec["label"], rec["id"], "synthetic", rec.get("initiating_rank"), src, dict(rec.get("meta", {})))
+    return Example(
+        rec["id"], rec["label"], rec["id"], "synthetic", rec.get("initiating_rank"), src, dict(rec.get("meta", {}))
+    )
 
 
 def _from_incident(inc: Incident, kind: str) -> Example:

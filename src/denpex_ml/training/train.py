@@ -86,7 +86,13 @@ def _no_progress(_name: str, _total: int) -> Callable[[], None]:
 
 
 def featurize(
-    featurizer: Featurizer, examples: Sequence[Example], labels: dict[str, int], *, keep: bool, progress: Progress = _no_progress, name: str = ""
+    featurizer: Featurizer,
+    examples: Sequence[Example],
+    labels: dict[str, int],
+    *,
+    keep: bool,
+    progress: Progress = _no_progress,
+    name: str = "",
 ) -> FeatureSet:
     """Ingest and featurise examples (keeping analyses only when ``keep``)."""
     rows, texts, analyses = [], [], []
@@ -119,7 +125,9 @@ def _fit_head(fs: FeatureSet, layout: FeatureLayout, entry_emb: np.ndarray, cfg:
     known = fs.y >= 0
     train = fs.subset(known)
     w, rw = _weights(train, cfg.real_weight)
-    head = DenpexHead(layout=layout, entry_embeddings=entry_emb, C=cfg.C, n_folds=cfg.head_folds, k=cfg.k, random_state=cfg.seed)
+    head = DenpexHead(
+        layout=layout, entry_embeddings=entry_emb, C=cfg.C, n_folds=cfg.head_folds, k=cfg.k, random_state=cfg.seed
+    )
     return head.fit(train.X, train.y, sample_weight=w, groups=train.groups, ranker_weight=rw)
 
 
@@ -146,11 +154,13 @@ def _choose_threshold(proba: np.ndarray, y: np.ndarray) -> float:
     return best_t
 
 
-def _initiator_metrics(prefix: str, analyses: Sequence[JobAnalysis], examples: Sequence[Example], proba: np.ndarray, labels: list[str]) -> dict[str, float]:
+def _initiator_metrics(
+    prefix: str, analyses: Sequence[JobAnalysis], examples: Sequence[Example], proba: np.ndarray, labels: list[str]
+) -> dict[str, float]:
     """First-failing-rank accuracy where the incident states it, and where the log also
     shows that rank at all (no method can name a rank the log never mentions)."""
     ok = n = ok_vis = n_vis = 0
-    for a, e, p in zip(analyses, examples, proba):
+    for a, e, p in zip(analyses, examples, proba, strict=True):
         if e.initiating_rank is None:
             continue
         verdict = find_initiator(a.bundle, a.hits, a.structure, labels[int(np.argmax(p))])
@@ -250,7 +260,12 @@ def train(
         known = final_fs.y >= 0
         w, _ = _weights(final_fs.subset(known), config.real_weight)
         tf.fit([final_fs.texts[i] for i in np.flatnonzero(known)], final_fs.y[known], w)
-        metrics.update({f"synthetic_test/tfidf/{k}": v for k, v in classification_metrics(tf.predict_proba(test.texts), test.y).items()})
+        metrics.update(
+            {
+                f"synthetic_test/tfidf/{k}": v
+                for k, v in classification_metrics(tf.predict_proba(test.texts), test.y).items()
+            }
+        )
         metrics.update(_initiator_metrics("synthetic_test", test.analyses or [], test.examples, test_p, labels))
         per_class["synthetic_test"] = per_class_table(test_p, test.y, labels)
     if evaluate_real and len(real):
@@ -259,8 +274,12 @@ def train(
         for prefix, mask in (("real", np.ones(len(real), bool)), ("real_confident", confident)):
             m = classification_metrics(real_oof[mask], real.y[mask], abstain_threshold=threshold)
             metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
-            metrics.update({f"{prefix}/rule/{k}": v for k, v in classification_metrics(rule_p[mask], real.y[mask]).items()})
-            metrics.update({f"{prefix}/tfidf/{k}": v for k, v in classification_metrics(tfidf_oof[mask], real.y[mask]).items()})
+            metrics.update(
+                {f"{prefix}/rule/{k}": v for k, v in classification_metrics(rule_p[mask], real.y[mask]).items()}
+            )
+            metrics.update(
+                {f"{prefix}/tfidf/{k}": v for k, v in classification_metrics(tfidf_oof[mask], real.y[mask]).items()}
+            )
         metrics.update(_initiator_metrics("real", real.analyses or [], real.examples, real_oof, labels))
         per_class["real"] = per_class_table(real_oof, real.y, labels)
     metrics["abstain_threshold"] = threshold
@@ -280,7 +299,9 @@ def train(
                 "real": int(sum(e.kind == "real" and e.label != UNKNOWN_ID for e in final_fs.examples)),
                 "user": int(sum(e.kind == "user" for e in final_fs.examples)),
             },
-            "metrics": {k: (None if isinstance(v, float) and np.isnan(v) else round(float(v), 6)) for k, v in metrics.items()},
+            "metrics": {
+                k: (None if isinstance(v, float) and np.isnan(v) else round(float(v), 6)) for k, v in metrics.items()
+            },
         },
     )
     model_dir = model.save(out) if out is not None else None

@@ -30,7 +30,15 @@ def _uncaught(sc: Scenario) -> None:
         "typeerror": "TypeError: forward() got an unexpected keyword argument 'num_items_in_batch'",
         "indexerror": "IndexError: list index out of range",
     }
-    frames = script_frames(sc, ("/workspace/src/data/collator.py", rng.randint(20, 300), "__call__", "batch[key] = torch.stack([f[key] for f in features])"))
+    frames = script_frames(
+        sc,
+        (
+            "/workspace/src/data/collator.py",
+            rng.randint(20, 300),
+            "__call__",
+            "batch[key] = torch.stack([f[key] for f in features])",
+        ),
+    )
     op = "ALLTOALL_BASE" if sc.hard_negative else None
     crash_with_fallout(sc, rng.uniform(200, 20000), traceback(sc, frames, excs[v]), op=op)
 
@@ -77,7 +85,11 @@ def _missing_module(sc: Scenario) -> None:
         "undefined-symbol": f"ImportError: {sc.env.sp('flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so')}: undefined symbol: _ZN3c104cuda9SetDeviceEi",
         "cannot-import": "ImportError: cannot import name 'is_torch_fx_available' from 'transformers.utils.import_utils'",
     }
-    frames = script_frames(sc, ("sp:deepspeed/__init__.py", 16, "<module>", "from . import ops"), ("sp:deepspeed/runtime/engine.py", 25, "<module>", "from deepspeed.runtime.utils import see_memory_usage"))
+    frames = script_frames(
+        sc,
+        ("sp:deepspeed/__init__.py", 16, "<module>", "from . import ops"),
+        ("sp:deepspeed/runtime/engine.py", 25, "<module>", "from deepspeed.runtime.utils import see_memory_usage"),
+    )
     t = rng.uniform(3, 40)
     sc.fail_time = t
     all_ranks = sc.chance(0.6)
@@ -98,10 +110,18 @@ def _file_not_found(sc: Scenario) -> None:
         "config": "FileNotFoundError: [Errno 2] No such file or directory: 'configs/ds_config_zero3.json'",
         "hf-dataset": "FileNotFoundError: Unable to find '/mnt/data/train.jsonl'",
     }
-    frames = script_frames(sc, ("sp:datasets/load.py", 2594, "load_dataset", "builder_instance = load_dataset_builder("), ("sp:datasets/data_files.py", 385, "resolve_pattern", "raise FileNotFoundError(error_msg)"))
+    frames = script_frames(
+        sc,
+        ("sp:datasets/load.py", 2594, "load_dataset", "builder_instance = load_dataset_builder("),
+        ("sp:datasets/data_files.py", 385, "resolve_pattern", "raise FileNotFoundError(error_msg)"),
+    )
     if v == "checkpoint-rename":
         sc.set_initiator(0 if sc.chance(0.5) else sc.initiator)
-        frames = script_frames(sc, *_HF[:2], ("sp:transformers/trainer.py", 2395, "_save_checkpoint", "os.rename(staging_output_dir, output_dir)"))
+        frames = script_frames(
+            sc,
+            *_HF[:2],
+            ("sp:transformers/trainer.py", 2395, "_save_checkpoint", "os.rename(staging_output_dir, output_dir)"),
+        )
     crash_with_fallout(sc, rng.uniform(5, 9000), traceback(sc, frames, excs[v]))
 
 
@@ -110,12 +130,25 @@ def _permission(sc: Scenario) -> None:
     rng = sc.rng
     if v == "device":
         init = sc.initiator or 0
-        text = f"{sc.host(init)}:{sc.pid(init)}:{sc.pid(init) + 40} [{sc.local_of(init)}] NCCL WARN NET/IB : Unable to open device mlx5_0: Permission denied\n" f"PermissionError: [Errno 13] Permission denied: '/dev/infiniband/uverbs0'"
+        text = (
+            f"{sc.host(init)}:{sc.pid(init)}:{sc.pid(init) + 40} [{sc.local_of(init)}] NCCL WARN NET/IB : Unable to open device mlx5_0: Permission denied\n"
+            f"PermissionError: [Errno 13] Permission denied: '/dev/infiniband/uverbs0'"
+        )
         crash_with_fallout(sc, rng.uniform(5, 60), text)
         return
-    target = {"makedirs": "'/data'", "triton-cache": "'/app/.triton/cache'", "checkpoint-write": f"'/mnt/shared/checkpoints/run{rng.randint(1, 99)}/global_step{rng.randint(100, 9000)}'"}[v]
-    frames = script_frames(sc, ("/usr/lib/python3.10/os.py", 215, "makedirs", "makedirs(head, exist_ok=exist_ok)"), ("/usr/lib/python3.10/os.py", 225, "makedirs", "mkdir(name, mode)"))
-    crash_with_fallout(sc, rng.uniform(5, 20000), traceback(sc, frames, f"PermissionError: [Errno 13] Permission denied: {target}"))
+    target = {
+        "makedirs": "'/data'",
+        "triton-cache": "'/app/.triton/cache'",
+        "checkpoint-write": f"'/mnt/shared/checkpoints/run{rng.randint(1, 99)}/global_step{rng.randint(100, 9000)}'",
+    }[v]
+    frames = script_frames(
+        sc,
+        ("/usr/lib/python3.10/os.py", 215, "makedirs", "makedirs(head, exist_ok=exist_ok)"),
+        ("/usr/lib/python3.10/os.py", 225, "makedirs", "mkdir(name, mode)"),
+    )
+    crash_with_fallout(
+        sc, rng.uniform(5, 20000), traceback(sc, frames, f"PermissionError: [Errno 13] Permission denied: {target}")
+    )
 
 
 def _device_mismatch(sc: Scenario) -> None:
@@ -127,32 +160,49 @@ def _device_mismatch(sc: Scenario) -> None:
         "cpu-cuda": f"RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:{a}!",
         "input-weight-type": "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
     }
-    frames = script_frames(sc, *_HF, *_MODEL, ("sp:torch/nn/functional.py", 2264, "embedding", "return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)"))
+    frames = script_frames(
+        sc,
+        *_HF,
+        *_MODEL,
+        (
+            "sp:torch/nn/functional.py",
+            2264,
+            "embedding",
+            "return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)",
+        ),
+    )
     crash_with_fallout(sc, rng.uniform(20, 600), traceback(sc, frames, excs[v]))
 
 
 def _device_assert(sc: Scenario) -> None:
     v = sc.pick_variant(("index-select", "nll-classes", "scatter-gather"))
     rng = sc.rng
-    src = "/opt/conda/conda-bld/pytorch_1595629416375/work/aten/src/THC/THCTensorIndex.cu:272" if sc.old else "../aten/src/ATen/native/cuda/Indexing.cu:1289"
+    src = (
+        "/opt/conda/conda-bld/pytorch_1595629416375/work/aten/src/THC/THCTensorIndex.cu:272"
+        if sc.old
+        else "../aten/src/ATen/native/cuda/Indexing.cu:1289"
+    )
     asserts = {
         "index-select": f"{src}: indexSelectLargeIndex: block: [{rng.randint(0, 400)},0,0], thread: [{{t}},0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
         "nll-classes": "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.",
-        "scatter-gather": "../aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [0,0,0], thread: [{t},0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed.",
+        "scatter-gather": '../aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [0,0,0], thread: [{t},0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.',
     }
     start = rng.randint(0, 60)
     kern = "\n".join(asserts[v].format(t=start + i) for i in range(rng.randint(2, 6)))
     exc = (
         "RuntimeError: CUDA error: device-side assert triggered\n"
         "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n"
-        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1" + ("\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions." if not sc.old else "")
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"
+        + ("\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions." if not sc.old else "")
     )
     frames = script_frames(sc, *_HF, *_MODEL)
     t = rng.uniform(30, 9000)
     sc.root(sc.initiator, t - 0.01, kern)
     extra = []
     if sc.chance(0.4):
-        extra.append(f"{c10_header(sc, sc.initiator or 0, t, 'E', 'ProcessGroupNCCL.cpp:1595')} [PG ID 0 PG GUID 0(default_pg) Rank {sc.initiator}] Process group watchdog thread terminated with exception: CUDA error: device-side assert triggered")
+        extra.append(
+            f"{c10_header(sc, sc.initiator or 0, t, 'E', 'ProcessGroupNCCL.cpp:1595')} [PG ID 0 PG GUID 0(default_pg) Rank {sc.initiator}] Process group watchdog thread terminated with exception: CUDA error: device-side assert triggered"
+        )
     crash_with_fallout(sc, t, traceback(sc, frames, exc), exitcode=-6 if extra else 1, extra_root=extra)
 
 
@@ -160,8 +210,15 @@ RECIPES = (
     Recipe("uncaught-exception-crash", "application", _uncaught),
     Recipe("segfault-native-crash", "application", _segfault),
     Recipe("missing-module", "application", _missing_module, ("ModuleNotFoundError: No module named 'flash_attn'",)),
-    Recipe("file-not-found", "application", _file_not_found, ("FileNotFoundError: [Errno 2] No such file or directory: '/data/x.bin'",)),
-    Recipe("permission-denied", "application", _permission, ("PermissionError: [Errno 13] Permission denied: '/data'",)),
+    Recipe(
+        "file-not-found",
+        "application",
+        _file_not_found,
+        ("FileNotFoundError: [Errno 2] No such file or directory: '/data/x.bin'",),
+    ),
+    Recipe(
+        "permission-denied", "application", _permission, ("PermissionError: [Errno 13] Permission denied: '/data'",)
+    ),
     Recipe("tensor-device-mismatch", "application", _device_mismatch),
     Recipe("cuda-device-side-assert", "application", _device_assert),
 )

@@ -65,23 +65,53 @@ def teardown(sc: Scenario, t: float, failed: Sequence[tuple[int, int]]) -> None:
     if sc.launcher == "srun":
         step = f"{rng.randint(1000, 99999)}.0"
         for r, c in failed[:4]:
-            sc.agent(sc.node_of(r), t + sc.jitter(1.0), f"srun: error: {sc.host(r)}: task {r}: {'Exited with exit code ' + str(c) if c > 0 else 'Aborted' if c == -6 else 'Killed'}")
-        sc.agent(node, t + 1.2, f"slurmstepd: error: *** STEP {step} ON {sc.host(0)} CANCELLED AT {sc.when(t + 1):%Y-%m-%dT%H:%M:%S} ***")
+            sc.agent(
+                sc.node_of(r),
+                t + sc.jitter(1.0),
+                f"srun: error: {sc.host(r)}: task {r}: {'Exited with exit code ' + str(c) if c > 0 else 'Aborted' if c == -6 else 'Killed'}",
+            )
+        sc.agent(
+            node,
+            t + 1.2,
+            f"slurmstepd: error: *** STEP {step} ON {sc.host(0)} CANCELLED AT {sc.when(t + 1):%Y-%m-%dT%H:%M:%S} ***",
+        )
         sc.agent(node, t + 1.3, "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.")
     elif sc.launcher == "mpirun":
-        sc.agent(node, t + 1.0, "-" * 74 + "\nPrimary job  terminated normally, but 1 process returned\na non-zero exit code. Per user-direction, the job has been aborted.\n" + "-" * 74)
+        sc.agent(
+            node,
+            t + 1.0,
+            "-" * 74
+            + "\nPrimary job  terminated normally, but 1 process returned\na non-zero exit code. Per user-direction, the job has been aborted.\n"
+            + "-" * 74,
+        )
         sc.agent(
             node,
             t + 1.5,
-            "-" * 74 + "\nmpirun detected that one or more processes exited with non-zero status, thus causing\nthe job to be terminated. The first process to do so was:\n\n"
-            f"  Process name: [[{rng.randint(10000, 60000)},1],{first_rank}]\n  Exit code:    {abs(code) if code > 0 else 134}\n" + "-" * 74,
+            "-"
+            * 74
+            + "\nmpirun detected that one or more processes exited with non-zero status, thus causing\nthe job to be terminated. The first process to do so was:\n\n"
+            f"  Process name: [[{rng.randint(10000, 60000)},1],{first_rank}]\n  Exit code:    {abs(code) if code > 0 else 134}\n"
+            + "-"
+            * 74,
         )
     elif sc.launcher == "pdsh":
         for r, _ in failed[:3]:
-            sc.agent(sc.node_of(r), t + sc.jitter(1.0), f"[{sc.when(t):%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] [INFO] [launch.py:{rng.choice((286, 315, 428))}:sigkill_handler] Killing subprocess {sc.pid(r)}")
+            sc.agent(
+                sc.node_of(r),
+                t + sc.jitter(1.0),
+                f"[{sc.when(t):%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] [INFO] [launch.py:{rng.choice((286, 315, 428))}:sigkill_handler] Killing subprocess {sc.pid(r)}",
+            )
         cmd = f"['{sc.env.python}', '-u', '{sc.env.script}', '--local_rank={sc.local_of(first_rank)}', '--deepspeed', '--deepspeed_config', 'ds_config.json']"
-        sc.agent(node, t + 1.5, f"[{sc.when(t + 1.5):%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] [ERROR] [launch.py:{rng.choice((321, 434))}:sigkill_handler] {cmd} exits with return code = {code}")
-        sc.agent(node, t + 1.7, f"pdsh@{sc.host(0)}: {sc.host(first_rank)}: ssh exited with exit code {abs(code) if code > 0 else 1}")
+        sc.agent(
+            node,
+            t + 1.5,
+            f"[{sc.when(t + 1.5):%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] [ERROR] [launch.py:{rng.choice((321, 434))}:sigkill_handler] {cmd} exits with return code = {code}",
+        )
+        sc.agent(
+            node,
+            t + 1.7,
+            f"pdsh@{sc.host(0)}: {sc.host(first_rank)}: ssh exited with exit code {abs(code) if code > 0 else 1}",
+        )
     elif sc.launcher == "ray":
         sc.agent(
             0,

@@ -22,9 +22,18 @@ def _network(sc: Scenario) -> None:
     if v == "port-error":
         same_node = [r for r in sc.visible if sc.node_of(r) == sc.node_of(init)]
         for r in same_node:
-            sc.emit(r, t + sc.jitter(0.05), f"{nccl_prefix(sc, r, 20)} transport/net_ib.cc:{rng.choice((93, 199))} NCCL WARN NET/IB : {dev}:1 Got async event : port error", "root" if r == init else "symptom")
+            sc.emit(
+                r,
+                t + sc.jitter(0.05),
+                f"{nccl_prefix(sc, r, 20)} transport/net_ib.cc:{rng.choice((93, 199))} NCCL WARN NET/IB : {dev}:1 Got async event : port error",
+                "root" if r == init else "symptom",
+            )
     elif v == "catastrophic":
-        sc.root(init, t, f"{p} transport/net_ib.cc:80 NCCL WARN NET/IB : Got async event : local catastrophic error\n{p} misc/ibvwrap.cc:220 NCCL WARN Call to ibv_get_async_event failed")
+        sc.root(
+            init,
+            t,
+            f"{p} transport/net_ib.cc:80 NCCL WARN NET/IB : Got async event : local catastrophic error\n{p} misc/ibvwrap.cc:220 NCCL WARN Call to ibv_get_async_event failed",
+        )
     text = {
         "ib-error12": f"{p} transport/net_ib.cc:{rng.choice((1295, 1696))} NCCL WARN NET/IB : Got completion from peer {peer}<{rng.randint(30000, 60000)}> with error 12, opcode {rng.choice((0, 1, 32616))}, len 0, vendor err 129 (Recv) localGid ::ffff:{sc.ip(sc.node_of(init))} remoteGid ::ffff:{peer}",
         "port-error": f"{p} NCCL INFO transport/net.cc:1302 -> 6",
@@ -32,14 +41,41 @@ def _network(sc: Scenario) -> None:
         "socket-reset": f"{p} include/socket.h:398 NCCL WARN Call to recv failed : Connection reset by peer\n{p} transport.cu:153 NCCL WARN transport.cu:153 ->2 [Proxy thread error]",
     }[v]
     if v == "ib-error12":
-        sc.context(None, t - rng.uniform(1, 60), f"[{rng.uniform(1e5, 9e6):.6f}] mlx5_core 0000:{rng.randint(16, 250):02x}:00.0 {dev}: Port module event: module 0, Cable unplugged" if rng.random() < 0.4 else f"[{rng.uniform(1e5, 9e6):.6f}] mlx5_core 0000:{rng.randint(16, 250):02x}:00.0: {dev}:1 link down", node=sc.node_of(init))
+        sc.context(
+            None,
+            t - rng.uniform(1, 60),
+            f"[{rng.uniform(1e5, 9e6):.6f}] mlx5_core 0000:{rng.randint(16, 250):02x}:00.0 {dev}: Port module event: module 0, Cable unplugged"
+            if rng.random() < 0.4
+            else f"[{rng.uniform(1e5, 9e6):.6f}] mlx5_core 0000:{rng.randint(16, 250):02x}:00.0: {dev}:1 link down",
+            node=sc.node_of(init),
+        )
     exc = (
         "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote process exited or there was a network error, NCCL version 2.21.5\n"
         "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\nLast error:\n"
         f"NET/IB : Got completion from peer {peer}<{rng.randint(30000, 60000)}> with error 12, opcode 0, len 0, vendor err 129"
     )
-    extra = [traceback(sc, script_frames(sc, ("sp:torch/distributed/distributed_c10d.py", 2050, "all_reduce", "work = group.allreduce([tensor], opts)")), exc)] if sc.chance(0.4) else []
-    crash_with_fallout(sc, t + 0.2, text, exitcode=-6, extra_root=extra, mode=rng.choice(("watchdog", "reset", "mixed")))
+    extra = (
+        [
+            traceback(
+                sc,
+                script_frames(
+                    sc,
+                    (
+                        "sp:torch/distributed/distributed_c10d.py",
+                        2050,
+                        "all_reduce",
+                        "work = group.allreduce([tensor], opts)",
+                    ),
+                ),
+                exc,
+            )
+        ]
+        if sc.chance(0.4)
+        else []
+    )
+    crash_with_fallout(
+        sc, t + 0.2, text, exitcode=-6, extra_root=extra, mode=rng.choice(("watchdog", "reset", "mixed"))
+    )
 
 
 def _init(sc: Scenario) -> None:
@@ -57,7 +93,11 @@ def _init(sc: Scenario) -> None:
         text = f"{p} misc/socket.cc:{rng.choice((484, 567))} NCCL WARN socketStartConnect: Connect to {sc.ip(0)}<{rng.randint(30000, 60000)}> failed : {rng.choice(('Connection refused', 'No route to host', 'Connection timed out'))}"
         exc = "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\nLast error:\nsocketStartConnect: Connect to 10.0.0.1 failed"
     elif v == "client-timeout":
-        text = f"torch.distributed.DistNetworkError: The client socket has timed out after 1800s while trying to connect to ({sc.ip(0)}, 29500)." if not sc.old else "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
+        text = (
+            f"torch.distributed.DistNetworkError: The client socket has timed out after 1800s while trying to connect to ({sc.ip(0)}, 29500)."
+            if not sc.old
+            else "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
+        )
         exc = ""
     elif v == "store-barrier":
         text = f"RuntimeError: Timed out initializing process group in store based barrier on rank: {init}, for key: store_based_barrier_key:1 (world_size={sc.n_ranks}, worker_count={max(1, sc.n_ranks - sc.gpus_per_node)}, timeout=0:30:00)"
@@ -66,10 +106,31 @@ def _init(sc: Scenario) -> None:
         text = "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"
         exc = ""
     if exc:
-        full = traceback(sc, script_frames(sc, ("sp:torch/distributed/distributed_c10d.py", 2726, "broadcast", "work = group.broadcast([tensor], opts)")), f"torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, internal error, NCCL version 2.21.5\n{exc}")
+        full = traceback(
+            sc,
+            script_frames(
+                sc,
+                (
+                    "sp:torch/distributed/distributed_c10d.py",
+                    2726,
+                    "broadcast",
+                    "work = group.broadcast([tensor], opts)",
+                ),
+            ),
+            f"torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, internal error, NCCL version 2.21.5\n{exc}",
+        )
         crash_with_fallout(sc, t, text, extra_root=[full], mode="reset")
         return
-    frames = script_frames(sc, ("sp:torch/distributed/c10d_logger.py", 79, "wrapper", "return func(*args, **kwargs)"), ("sp:torch/distributed/distributed_c10d.py", 1520, "init_process_group", "store, rank, world_size = next(rendezvous_iterator)"))
+    frames = script_frames(
+        sc,
+        ("sp:torch/distributed/c10d_logger.py", 79, "wrapper", "return func(*args, **kwargs)"),
+        (
+            "sp:torch/distributed/distributed_c10d.py",
+            1520,
+            "init_process_group",
+            "store, rank, world_size = next(rendezvous_iterator)",
+        ),
+    )
     sc.root(init, t, traceback(sc, frames, text))
     for r in sc.others(4):
         if sc.chance(0.5):
@@ -86,9 +147,15 @@ def _shm_p2p(sc: Scenario) -> None:
         sc.set_initiator(None)
         t = rng.uniform(20, 120)
         sc.fail_time = t
-        sc.context(None, 1, "ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-", node=0)
+        sc.context(
+            None, 1, "ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-", node=0
+        )
         for r in sc.visible[:8]:
-            sc.context(r, t - 5, f"{nccl_prefix(sc, r)} NCCL INFO Channel 00/0 : {r}[4f000] -> {(r + 1) % sc.n_ranks}[52000] via P2P/IPC/read")
+            sc.context(
+                r,
+                t - 5,
+                f"{nccl_prefix(sc, r)} NCCL INFO Channel 00/0 : {r}[4f000] -> {(r + 1) % sc.n_ranks}[52000] via P2P/IPC/read",
+            )
         timeout = rng.choice((600000, 1800000))
         _timeouts(sc, t, sc.visible, 1, "ALLREDUCE", 1, timeout)
         teardown(sc, t + timeout / 1000 + 2, [(r, -6) for r in sc.visible[:4]])
@@ -97,7 +164,12 @@ def _shm_p2p(sc: Scenario) -> None:
     if v == "shm-segment":
         size = rng.choice((9637888, 33554432, 4194304))
         text = f"{p} include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n{p} include/shm.h:48 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-{rng.randrange(16**6):06x} (size {size})"
-        sc.context(None, 1, "shm                                                64M     0   64M   0% /dev/shm", node=sc.node_of(init))
+        sc.context(
+            None,
+            1,
+            "shm                                                64M     0   64M   0% /dev/shm",
+            node=sc.node_of(init),
+        )
     else:
         text = (
             f"[{sc.host(init)}:{sc.pid(init)}:0:{sc.pid(init) + 400}] Caught signal 7 (Bus error: nonexistent physical address)\n==== backtrace (tid: {sc.pid(init) + 400}) ====\n"
@@ -108,7 +180,19 @@ def _shm_p2p(sc: Scenario) -> None:
 
 
 RECIPES = (
-    Recipe("nccl-network-error", "comm", _network, ("NET/IB : Got completion from peer 10.0.0.2<43211> with error 12",)),
-    Recipe("nccl-init-failure", "comm", _init, ("socketStartConnect: Connect to 10.0.0.1<43211> failed : Connection refused",)),
-    Recipe("nccl-shm-p2p-failure", "comm", _shm_p2p, ("Error while creating shared memory segment /dev/shm/nccl-a1b2c3 (size 9637888)",)),
+    Recipe(
+        "nccl-network-error", "comm", _network, ("NET/IB : Got completion from peer 10.0.0.2<43211> with error 12",)
+    ),
+    Recipe(
+        "nccl-init-failure",
+        "comm",
+        _init,
+        ("socketStartConnect: Connect to 10.0.0.1<43211> failed : Connection refused",),
+    ),
+    Recipe(
+        "nccl-shm-p2p-failure",
+        "comm",
+        _shm_p2p,
+        ("Error while creating shared memory segment /dev/shm/nccl-a1b2c3 (size 9637888)",),
+    ),
 )

@@ -37,7 +37,11 @@ def fingerprint_line(sc: Scenario, fp: Fingerprint, example: str | None, rank: i
     if example is not None or (":" in text[:60] and text[:1].isupper()):
         return text
     if "nccl" in src or text.startswith("NCCL "):
-        return f"{nccl_prefix(sc, rank)} {text}" if text.startswith("NCCL ") else f"{nccl_prefix(sc, rank)} NCCL WARN {text}"
+        return (
+            f"{nccl_prefix(sc, rank)} {text}"
+            if text.startswith("NCCL ")
+            else f"{nccl_prefix(sc, rank)} NCCL WARN {text}"
+        )
     if src in ("kernel", "dmesg", "driver", "nvrm"):
         return f"[{sc.rng.uniform(1e4, 9e6):.6f}] {text}"
     if fp.role is FingerprintRole.CONTEXT:

@@ -16,10 +16,32 @@ def _hang_end(sc: Scenario, t: float, ranks: list[int]) -> None:
     teardown(sc, t + 2 + sc.jitter(2), [(r, -6) for r in ranks[:6]])
 
 
-def _timeouts(sc: Scenario, t: float, ranks: list[int], seq: int, op: str, numel: int, timeout_ms: int, *, role: str = "symptom", enq: int | None = None) -> None:
+def _timeouts(
+    sc: Scenario,
+    t: float,
+    ranks: list[int],
+    seq: int,
+    op: str,
+    numel: int,
+    timeout_ms: int,
+    *,
+    role: str = "symptom",
+    enq: int | None = None,
+) -> None:
     for r in ranks:
         out = numel * sc.n_ranks if "GATHER" in op else numel
-        watchdog_timeout(sc, r, t + timeout_ms / 1000 + sc.jitter(1.5), seq=seq, op=op, numel_in=numel, numel_out=out, timeout_ms=timeout_ms, role=role, last_enqueued=enq)
+        watchdog_timeout(
+            sc,
+            r,
+            t + timeout_ms / 1000 + sc.jitter(1.5),
+            seq=seq,
+            op=op,
+            numel_in=numel,
+            numel_out=out,
+            timeout_ms=timeout_ms,
+            role=role,
+            last_enqueued=enq,
+        )
 
 
 def _mismatch(sc: Scenario) -> None:
@@ -29,7 +51,9 @@ def _mismatch(sc: Scenario) -> None:
     t = rng.uniform(100, 60000)
     sc.fail_time = t
     seq = rng.randint(5, 4_000_000)
-    op, odd_op = rng.sample(("ALLTOALL_BASE", "ALLREDUCE", "BROADCAST", "_ALLGATHER_BASE", "REDUCE") if sc.hard_negative else _OPS, 2)
+    op, odd_op = rng.sample(
+        ("ALLTOALL_BASE", "ALLREDUCE", "BROADCAST", "_ALLGATHER_BASE", "REDUCE") if sc.hard_negative else _OPS, 2
+    )
     timeout = rng.choice((600000, 1800000))
     if v == "detail-fingerprint":
         other = sc.others(1)[0] if sc.others() else 0
@@ -39,14 +63,34 @@ def _mismatch(sc: Scenario) -> None:
             f"TensorDtypes=Float, {_FP}), but Rank {other} is running collective: CollectiveFingerPrint(SequenceNumber={seq}, OpType={op}, TensorShape={shape}, TensorDtypes=Float, {_FP})."
         )
         sc.context(0, 2, "TORCH_DISTRIBUTED_DEBUG=DETAIL")
-        frames = script_frames(sc, ("sp:torch/distributed/c10d_logger.py", 47, "wrapper", "return func(*args, **kwargs)"), ("sp:torch/distributed/distributed_c10d.py", 1906, "broadcast", "work = default_pg.broadcast([tensor], opts)"))
+        frames = script_frames(
+            sc,
+            ("sp:torch/distributed/c10d_logger.py", 47, "wrapper", "return func(*args, **kwargs)"),
+            (
+                "sp:torch/distributed/distributed_c10d.py",
+                1906,
+                "broadcast",
+                "work = default_pg.broadcast([tensor], opts)",
+            ),
+        )
         crash_with_fallout(sc, t, traceback(sc, frames, msg))
         return
     numel = rng.choice((1, 6, 1024, 2359296, 5164000))
     others = sc.others()
     _timeouts(sc, t, others, seq, op, numel, timeout)
     odd_numel = numel if v == "seqnum-op" else numel * rng.choice((2, 3)) + rng.randint(1, 512)
-    watchdog_timeout(sc, init, t + timeout / 1000 + sc.jitter(1.0), seq=seq, op=odd_op if v == "seqnum-op" else op, numel_in=odd_numel, numel_out=odd_numel, timeout_ms=timeout, role="root", verbose=False)
+    watchdog_timeout(
+        sc,
+        init,
+        t + timeout / 1000 + sc.jitter(1.0),
+        seq=seq,
+        op=odd_op if v == "seqnum-op" else op,
+        numel_in=odd_numel,
+        numel_out=odd_numel,
+        timeout_ms=timeout,
+        role="root",
+        verbose=False,
+    )
     _hang_end(sc, t + timeout / 1000, sc.visible)
 
 
@@ -62,16 +106,25 @@ def _subset(sc: Scenario) -> None:
     init = sc.initiator or 0
     op = "ALLTOALL" if sc.hard_negative else rng.choice(("ALLREDUCE", "BROADCAST", "_ALLGATHER_BASE"))
     if v == "horovod-missing":
-        lines = [f"[{sc.when(t):%Y-%m-%d %H:%M:%S}.{rng.randrange(10**6):06d}: W horovod/common/operations.cc:588] HorovodBroadcast_{name}_0 [missing ranks: {init}]" for name in rng.sample(("dense_bias", "conv2d_kernel", "global_step", "dense_1_kernel_Momentum"), 3)]
+        lines = [
+            f"[{sc.when(t):%Y-%m-%d %H:%M:%S}.{rng.randrange(10**6):06d}: W horovod/common/operations.cc:588] HorovodBroadcast_{name}_0 [missing ranks: {init}]"
+            for name in rng.sample(("dense_bias", "conv2d_kernel", "global_step", "dense_1_kernel_Momentum"), 3)
+        ]
         lines.append(
             f"[{sc.when(t + 60):%Y-%m-%d %H:%M:%S}.{rng.randrange(10**6):06d}: W horovod/common/operations.cc:588] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. "
             "This may indicate that different ranks are trying to submit different tensors or that only subset of ranks is submitting tensors, which will cause deadlock."
         )
         sc.symptom(0 if init != 0 else sc.others(1)[0] if sc.others() else 0, t + 60, "\n".join(lines))
-        sc.root(init, t - 5, f"rank {init}: reached end of data after {rng.randint(100, 9000)} steps; leaving training loop")
+        sc.root(
+            init, t - 5, f"rank {init}: reached end of data after {rng.randint(100, 9000)} steps; leaving training loop"
+        )
         return
     if v == "rank0-save":
-        sc.root(0, t, f"[{sc.when(t):%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] INFO     Saving DeepSpeed Model and Optimizer")
+        sc.root(
+            0,
+            t,
+            f"[{sc.when(t):%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] INFO     Saving DeepSpeed Model and Optimizer",
+        )
         _timeouts(sc, t, sc.others(), seq, "ALLREDUCE", rng.choice((126834688, 1024)), timeout)
         _hang_end(sc, t + timeout / 1000, sc.visible)
         return
@@ -82,7 +135,18 @@ def _subset(sc: Scenario) -> None:
     gap = rng.randint(1, 2)
     _timeouts(sc, t, behind, seq, op, numel, timeout, enq=seq + rng.randint(0, 3))
     for r in ahead:
-        watchdog_timeout(sc, r, t + timeout / 1000 + sc.jitter(1.0), seq=seq + gap, op=rng.choice(("BROADCAST", "_ALLGATHER_BASE", "ALLREDUCE")), numel_in=rng.randint(1, 600), numel_out=rng.randint(600, 2400), timeout_ms=timeout, role="root" if r == init else "symptom", verbose=False)
+        watchdog_timeout(
+            sc,
+            r,
+            t + timeout / 1000 + sc.jitter(1.0),
+            seq=seq + gap,
+            op=rng.choice(("BROADCAST", "_ALLGATHER_BASE", "ALLREDUCE")),
+            numel_in=rng.randint(1, 600),
+            numel_out=rng.randint(600, 2400),
+            timeout_ms=timeout,
+            role="root" if r == init else "symptom",
+            verbose=False,
+        )
     if v == "desync-report" and not sc.old:
         rep = (
             f"{'[rank0]:' if sc.launcher != 'torchrun' else ''}[E{sc.when(t).month}{sc.when(t).day:02d} {sc.when(t):%H:%M:%S}.{rng.randrange(10**9):09d} ProcessGroupNCCL.cpp:1937] Rank 0\n"
@@ -117,7 +181,15 @@ def _host_work(sc: Scenario) -> None:
             text = f"W{sc.when(t).month:02d}{sc.when(t).day:02d} torch/_dynamo/convert_frame.py:{rng.choice((744, 762))}] torch._dynamo hit config.cache_size_limit (8); recompiling function forward ({i + 1})"
         sc.emit(init, t + frac * dur, text, "root" if i == 0 else "context", stream="stderr")
     op = rng.choice(("ALLREDUCE", "BROADCAST", "_ALLGATHER_BASE"))
-    _timeouts(sc, t, sc.others(), rng.randint(1, 50) if v == "dataset-map" else rng.randint(100, 90000), op, rng.choice((1, 6, 1024)), timeout)
+    _timeouts(
+        sc,
+        t,
+        sc.others(),
+        rng.randint(1, 50) if v == "dataset-map" else rng.randint(100, 90000),
+        op,
+        rng.choice((1, 6, 1024)),
+        timeout,
+    )
     _hang_end(sc, t + timeout / 1000, sc.visible)
 
 
@@ -128,15 +200,41 @@ def _fsdp_init(sc: Scenario) -> None:
     t = rng.uniform(20, 600)
     sc.fail_time = t
     if rng.random() < 0.5:
-        sc.context(init, t - 10, "Some weights of the model checkpoint at /models/base were not used when initializing LlamaForCausalLM: ['lm_head.weight']")
+        sc.context(
+            init,
+            t - 10,
+            "Some weights of the model checkpoint at /models/base were not used when initializing LlamaForCausalLM: ['lm_head.weight']",
+        )
     if v == "ddp-param-count":
         msg = f"RuntimeError: DDP expects same model across all ranks, but Rank {init} has {rng.randint(8, 3000)} params, while rank 0 has inconsistent {rng.randint(0, 7)} params."
-        frames = script_frames(sc, ("sp:torch/nn/parallel/distributed.py", 674, "__init__", "_verify_param_shape_across_processes(self.process_group, parameters)"), ("sp:torch/distributed/utils.py", 118, "_verify_param_shape_across_processes", "return dist._verify_params_across_processes(process_group, tensors, logger)"))
+        frames = script_frames(
+            sc,
+            (
+                "sp:torch/nn/parallel/distributed.py",
+                674,
+                "__init__",
+                "_verify_param_shape_across_processes(self.process_group, parameters)",
+            ),
+            (
+                "sp:torch/distributed/utils.py",
+                118,
+                "_verify_param_shape_across_processes",
+                "return dist._verify_params_across_processes(process_group, tensors, logger)",
+            ),
+        )
         crash_with_fallout(sc, t, traceback(sc, frames, msg))
         return
     if v == "param-shape":
         msg = f"RuntimeError: [{init}]: params[{rng.randint(0, 300)}] in this process with sizes [{rng.choice((4096, 5120))}, {rng.choice((1024, 11008))}] appears not to match sizes of the same param in process 0."
-        frames = script_frames(sc, ("sp:torch/distributed/fsdp/fully_sharded_data_parallel.py", 483, "__init__", "_init_param_handle_from_module("))
+        frames = script_frames(
+            sc,
+            (
+                "sp:torch/distributed/fsdp/fully_sharded_data_parallel.py",
+                483,
+                "__init__",
+                "_init_param_handle_from_module(",
+            ),
+        )
         crash_with_fallout(sc, t, traceback(sc, frames, msg))
         return
     seq = rng.randint(1, 6)
@@ -145,13 +243,28 @@ def _fsdp_init(sc: Scenario) -> None:
     if v == "heartbeat-init" and not sc.old:
         from denpex_ml.synthetic.fragments import heartbeat_abort
 
-        sc.context(0, t - 5, f"Trainable params: {rng.randint(10**6, 10**9):,} || all params: {rng.randint(10**9, 10**11):,} || trainable%: {rng.uniform(0.01, 2):.4f}")
+        sc.context(
+            0,
+            t - 5,
+            f"Trainable params: {rng.randint(10**6, 10**9):,} || all params: {rng.randint(10**9, 10**11):,} || trainable%: {rng.uniform(0.01, 2):.4f}",
+        )
         for r in sc.others():
             heartbeat_abort(sc, r, t + 600 + sc.jitter(2))
     else:
         _timeouts(sc, t, sc.others(), seq, "_ALLGATHER_BASE", numel, timeout)
     odd = numel + rng.randint(1, 8) * 4096
-    watchdog_timeout(sc, init, t + timeout / 1000 + sc.jitter(1), seq=seq, op="_ALLGATHER_BASE", numel_in=odd, numel_out=odd * sc.n_ranks, timeout_ms=timeout, role="root", verbose=False)
+    watchdog_timeout(
+        sc,
+        init,
+        t + timeout / 1000 + sc.jitter(1),
+        seq=seq,
+        op="_ALLGATHER_BASE",
+        numel_in=odd,
+        numel_out=odd * sc.n_ranks,
+        timeout_ms=timeout,
+        role="root",
+        verbose=False,
+    )
     _hang_end(sc, t + timeout / 1000, sc.visible)
 
 
@@ -165,14 +278,33 @@ def _zero3(sc: Scenario) -> None:
     timeout = rng.choice((600000, 1800000, 7200000))
     numel = rng.choice((2359296, 88200, 1048576))
     if v == "trace-cache":
-        sc.root(init, t - 30, f"Invalidate trace cache @ step {rng.randint(0, 9)}: expected module {rng.randint(1, 40)}, but got module {rng.randint(41, 400)}")
+        sc.root(
+            init,
+            t - 30,
+            f"Invalidate trace cache @ step {rng.randint(0, 9)}: expected module {rng.randint(1, 40)}, but got module {rng.randint(41, 400)}",
+        )
     elif v == "generate-no-sync":
         sc.context(init, t - 20, "[Eval batch=1/90] Eval on eval data")
-        sc.root(init, t - 10, f"rank {init}: generation finished early at {rng.randint(20, 200)} new tokens (eos reached); synced_gpus=False")
+        sc.root(
+            init,
+            t - 10,
+            f"rank {init}: generation finished early at {rng.randint(20, 200)} new tokens (eos reached); synced_gpus=False",
+        )
     sc.context(0, 3, '"zero_optimization": {"stage": 3, "overlap_comm": true, "stage3_prefetch_bucket_size": 5e8}')
     _timeouts(sc, t, sc.others(), seq, "_ALLGATHER_BASE", numel, timeout)
     odd = rng.choice((75264, 4096, 262144))
-    watchdog_timeout(sc, init, t + timeout / 1000 + sc.jitter(), seq=seq, op="_ALLGATHER_BASE", numel_in=odd, numel_out=odd * 8, timeout_ms=timeout, role="symptom" if v != "seq-numel" else "root", verbose=False)
+    watchdog_timeout(
+        sc,
+        init,
+        t + timeout / 1000 + sc.jitter(),
+        seq=seq,
+        op="_ALLGATHER_BASE",
+        numel_in=odd,
+        numel_out=odd * 8,
+        timeout_ms=timeout,
+        role="symptom" if v != "seq-numel" else "root",
+        verbose=False,
+    )
     _hang_end(sc, t + timeout / 1000, sc.visible)
 
 
@@ -185,21 +317,53 @@ def _pipeline(sc: Scenario) -> None:
     if v == "grad-shape":
         a, b = rng.choice((4096, 2048, 5120)), rng.choice((1024, 2361, 3000))
         exc = f"RuntimeError: Mismatch in shape: grad_output[0] has a shape of torch.Size([{rng.choice((4, 8))}, {a}]) and output[0] has a shape of torch.Size([{rng.choice((4, 8))}, {b}])."
-        frames = script_frames(sc, ("sp:deepspeed/runtime/pipe/engine.py", 336, "train_batch", "self._exec_schedule(sched)"), ("sp:deepspeed/runtime/pipe/engine.py", 735, "_exec_backward_pass", "torch.autograd.backward(tensors=(outputs, ), grad_tensors=(grad_tensors, ))"))
+        frames = script_frames(
+            sc,
+            ("sp:deepspeed/runtime/pipe/engine.py", 336, "train_batch", "self._exec_schedule(sched)"),
+            (
+                "sp:deepspeed/runtime/pipe/engine.py",
+                735,
+                "_exec_backward_pass",
+                "torch.autograd.backward(tensors=(outputs, ), grad_tensors=(grad_tensors, ))",
+            ),
+        )
         crash_with_fallout(sc, t, traceback(sc, frames, exc), op="RECV")
         return
     if v == "recv-size":
         got = rng.randint(10**6, 4 * 10**7)
         exc = f"RuntimeError: shape '[{rng.choice((1, 2, 4))}, {seq_len}, 4096]' is invalid for input of size {got}"
-        frames = script_frames(sc, ("/workspace/Megatron-LM/megatron/core/pipeline_parallel/p2p_communication.py", 376, "_communicate", "tensor_recv_prev = torch.empty(recv_prev_shape,"))
-        sc.context(0, 2, f"  variable_seq_lengths ............................ False\n  seq_length ...................................... {seq_len}")
+        frames = script_frames(
+            sc,
+            (
+                "/workspace/Megatron-LM/megatron/core/pipeline_parallel/p2p_communication.py",
+                376,
+                "_communicate",
+                "tensor_recv_prev = torch.empty(recv_prev_shape,",
+            ),
+        )
+        sc.context(
+            0,
+            2,
+            f"  variable_seq_lengths ............................ False\n  seq_length ...................................... {seq_len}",
+        )
         crash_with_fallout(sc, t, traceback(sc, frames, exc), op="RECV")
         return
     init = sc.initiator or 0
     timeout = rng.choice((600000, 1800000))
     seq = rng.randint(10, 9000)
     good = rng.choice((1, 2, 4)) * seq_len * 4096
-    watchdog_timeout(sc, init, t + timeout / 1000, seq=seq, op="SEND", numel_in=good // seq_len * rng.randint(300, seq_len - 1), numel_out=0, timeout_ms=timeout, role="root", verbose=False)
+    watchdog_timeout(
+        sc,
+        init,
+        t + timeout / 1000,
+        seq=seq,
+        op="SEND",
+        numel_in=good // seq_len * rng.randint(300, seq_len - 1),
+        numel_out=0,
+        timeout_ms=timeout,
+        role="root",
+        verbose=False,
+    )
     _timeouts(sc, t, sc.others(), seq, "RECV", good, timeout)
     _hang_end(sc, t + timeout / 1000, sc.visible)
 
@@ -222,7 +386,21 @@ def _duplicate(sc: Scenario) -> None:
         sc.context(init, 1, f"LOCAL_RANK=0 RANK={init} WORLD_SIZE={sc.n_ranks} CUDA_VISIBLE_DEVICES=0")
     if v == "same-device":
         sc.context(init, 2, f"rank {init} using device cuda:0")
-    frames = script_frames(sc, ("sp:torch/nn/parallel/distributed.py", 795, "__init__", "_verify_param_shape_across_processes(self.process_group, parameters)"), ("sp:torch/distributed/utils.py", 265, "_verify_param_shape_across_processes", "return dist._verify_params_across_processes(process_group, tensors, logger)"))
+    frames = script_frames(
+        sc,
+        (
+            "sp:torch/nn/parallel/distributed.py",
+            795,
+            "__init__",
+            "_verify_param_shape_across_processes(self.process_group, parameters)",
+        ),
+        (
+            "sp:torch/distributed/utils.py",
+            265,
+            "_verify_param_shape_across_processes",
+            "return dist._verify_params_across_processes(process_group, tensors, logger)",
+        ),
+    )
     crash_with_fallout(sc, t, traceback(sc, frames, exc))
 
 
@@ -233,5 +411,10 @@ RECIPES = (
     Recipe("fsdp-divergent-init-hang", "hangs", _fsdp_init),
     Recipe("zero3-divergent-forward-hang", "hangs", _zero3),
     Recipe("pipeline-p2p-shape-mismatch", "hangs", _pipeline),
-    Recipe("duplicate-gpu-assignment", "hangs", _duplicate, ("Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 4000",)),
+    Recipe(
+        "duplicate-gpu-assignment",
+        "hangs",
+        _duplicate,
+        ("Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 4000",),
+    ),
 )

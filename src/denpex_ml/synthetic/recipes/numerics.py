@@ -26,7 +26,11 @@ def _nan_steps(sc: Scenario, t: float, n: int, *, scale_drop: bool = False, firs
 def _overflow_report(sc: Scenario, module: str, what: str) -> str:
     """transformers' DebugUnderflowOverflow style frame dump ending at ``module``."""
     rng = sc.rng
-    lines = [f"Detected inf/nan during batch_number={rng.randint(0, 40)}", f"Last {rng.randint(8, 21)} forward frames:", "abs min  abs max  metadata"]
+    lines = [
+        f"Detected inf/nan during batch_number={rng.randint(0, 40)}",
+        f"Last {rng.randint(8, 21)} forward frames:",
+        "abs min  abs max  metadata",
+    ]
     for i in range(rng.randint(3, 6)):
         lines.append(f"                  {module.rsplit('.', 1)[0]}.{i} Linear")
         lines.append(f"{rng.uniform(1e-8, 1e-3):.2e} {rng.uniform(1, 6e4):.2e} weight")
@@ -38,12 +42,25 @@ def _overflow_report(sc: Scenario, module: str, what: str) -> str:
 
 def _anomaly(sc: Scenario, fn: str, frames: list[Frame]) -> str:
     head = f"[W python_anomaly_mode.cpp:104] Warning: Error detected in {fn}. Traceback of forward call that caused the error:"
-    fwd = "\n".join(f'  File "{sc.env.sp(f[0][3:]) if f[0].startswith("sp:") else f[0]}", line {f[1]}, in {f[2]}' for f in frames)
+    fwd = "\n".join(
+        f'  File "{sc.env.sp(f[0][3:]) if f[0].startswith("sp:") else f[0]}", line {f[1]}, in {f[2]}' for f in frames
+    )
     return f"{head}\n{fwd}\n (function _print_stack)"
 
 
 def _fp16_cfg(sc: Scenario, t: float) -> None:
-    sc.context(0, t, sc.pick(("fp16: True, bf16: False", '"fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 16}', "  fp16 ............................................ True", "Mixed precision type: fp16")))
+    sc.context(
+        0,
+        t,
+        sc.pick(
+            (
+                "fp16: True, bf16: False",
+                '"fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 16}',
+                "  fp16 ............................................ True",
+                "Mixed precision type: fp16",
+            )
+        ),
+    )
 
 
 def _rmsnorm(sc: Scenario) -> None:
@@ -56,21 +73,44 @@ def _rmsnorm(sc: Scenario) -> None:
     norm = rng.choice(("T5LayerNorm", "LlamaRMSNorm", "RMSNorm", "MixedFusedRMSNorm"))
     layer = rng.randint(0, 40)
     if v == "anomaly-rsqrt":
-        frames: list[Frame] = [("sp:transformers/models/llama/modeling_llama.py", 73, "forward", "hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)")]
-        sc.root(sc.initiator, t - 0.1, _anomaly(sc, rng.choice(("RsqrtBackward0", "PowBackward0", "MeanBackward1")), frames))
+        frames: list[Frame] = [
+            (
+                "sp:transformers/models/llama/modeling_llama.py",
+                73,
+                "forward",
+                "hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)",
+            )
+        ]
+        sc.root(
+            sc.initiator, t - 0.1, _anomaly(sc, rng.choice(("RsqrtBackward0", "PowBackward0", "MeanBackward1")), frames)
+        )
         exc = f"RuntimeError: Function '{rng.choice(('RsqrtBackward0', 'PowBackward0'))}' returned nan values in its 0th output."
-        crash_with_fallout(sc, t, traceback(sc, script_frames(sc, ("sp:torch/autograd/__init__.py", 267, "backward", "_engine_run_backward(")), exc))
+        crash_with_fallout(
+            sc,
+            t,
+            traceback(
+                sc, script_frames(sc, ("sp:torch/autograd/__init__.py", 267, "backward", "_engine_run_backward(")), exc
+            ),
+        )
         return
     if v == "debug-overflow":
         sc.root(0, t, _overflow_report(sc, f"model.layers.{layer}.post_attention_layernorm", norm))
     elif v == "variance-print":
         lines = []
         for _ in range(rng.randint(2, 4)):
-            lines.append(f"min={rng.uniform(-3e5, -1e4):.2e} max={rng.uniform(1e4, 3e5):.2e} var={rng.uniform(1e7, 9e7):.2e} ({norm})")
-            lines.append(f"min={rng.uniform(1e5, 2e6):.2e} max={rng.uniform(6.6e4, 7e8):.2e} var={rng.uniform(1e14, 1e16):.2e} ({norm} variance)")
+            lines.append(
+                f"min={rng.uniform(-3e5, -1e4):.2e} max={rng.uniform(1e4, 3e5):.2e} var={rng.uniform(1e7, 9e7):.2e} ({norm})"
+            )
+            lines.append(
+                f"min={rng.uniform(1e5, 2e6):.2e} max={rng.uniform(6.6e4, 7e8):.2e} var={rng.uniform(1e14, 1e16):.2e} ({norm} variance)"
+            )
         sc.root(0, t, "\n".join(lines))
     else:
-        sc.root(0, t, f"WARNING: layers.{layer}.input_layernorm produced inf in fp16 (max |x|^2 > 65504); activations are NaN from layer {layer}")
+        sc.root(
+            0,
+            t,
+            f"WARNING: layers.{layer}.input_layernorm produced inf in fp16 (max |x|^2 > 65504); activations are NaN from layer {layer}",
+        )
     end = _nan_steps(sc, t + 2, rng.randint(2, 6), scale_drop=True, first_role="symptom")
     sc.fail_time = t
     if sc.chance(0.4):
@@ -84,20 +124,39 @@ def _softmax(sc: Scenario) -> None:
     t = rng.uniform(600, 50000)
     sc.fail_time = t
     frames: list[Frame] = [
-        ("sp:transformers/models/bert/modeling_bert.py", 359, "forward", "attention_probs = nn.functional.softmax(attention_scores, dim=-1)"),
+        (
+            "sp:transformers/models/bert/modeling_bert.py",
+            359,
+            "forward",
+            "attention_probs = nn.functional.softmax(attention_scores, dim=-1)",
+        ),
         ("sp:torch/nn/functional.py", 1885, "softmax", "ret = input.softmax(dim)"),
     ]
     if v == "anomaly-softmax":
         sc.root(sc.initiator, t - 0.1, _anomaly(sc, "SoftmaxBackward0", frames))
-        crash_with_fallout(sc, t, traceback(sc, script_frames(sc), "RuntimeError: Function 'SoftmaxBackward0' returned nan values in its 0th output."))
+        crash_with_fallout(
+            sc,
+            t,
+            traceback(
+                sc,
+                script_frames(sc),
+                "RuntimeError: Function 'SoftmaxBackward0' returned nan values in its 0th output.",
+            ),
+        )
         return
     sc.set_initiator(0)
     if v == "debug-overflow":
         sc.root(0, t, _overflow_report(sc, f"encoder.layer.{rng.randint(0, 23)}.attention.self", "BertSelfAttention"))
     elif v == "attn-inf":
-        sc.root(0, t, f"attention scores max={rng.uniform(6.6e4, 9e4):.1f} exceeds fp16 range; attn_weights contain inf after softmax scaling (layer {rng.randint(0, 40)})")
+        sc.root(
+            0,
+            t,
+            f"attention scores max={rng.uniform(6.6e4, 9e4):.1f} exceeds fp16 range; attn_weights contain inf after softmax scaling (layer {rng.randint(0, 40)})",
+        )
     else:
-        sc.root(0, t, f"{sc.env.sp('torch/nn/functional.py')}:1885: UserWarning: softmax input contains inf; result is NaN")
+        sc.root(
+            0, t, f"{sc.env.sp('torch/nn/functional.py')}:1885: UserWarning: softmax input contains inf; result is NaN"
+        )
     _nan_steps(sc, t + 3, rng.randint(2, 6), first_role="symptom")
 
 
@@ -124,7 +183,11 @@ def _contrastive(sc: Scenario) -> None:
         )
         sc.emit(0, t + i * 60, line, "root" if i == 0 else "symptom", stream="stdout")
     if v == "temperature-zero":
-        sc.root(0, t - 1, f"temperature={rng.uniform(1e-5, 1e-3):.6f} (learned, unclamped); logits_per_image max={rng.uniform(1e4, 9e4):.1f}")
+        sc.root(
+            0,
+            t - 1,
+            f"temperature={rng.uniform(1e-5, 1e-3):.6f} (learned, unclamped); logits_per_image max={rng.uniform(1e4, 9e4):.1f}",
+        )
     if sc.chance(0.3):
         teardown(sc, t + 600, [(0, 1)])
 
@@ -143,17 +206,37 @@ def _loss_nan(sc: Scenario) -> None:
         s = 2.0 ** rng.randint(10, 16)
         lines = []
         while s >= 1:
-            lines.append(f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {int(s)}, reducing to {max(1, int(s / 2))}")
+            lines.append(
+                f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {int(s)}, reducing to {max(1, int(s / 2))}"
+            )
             s /= 2
         sc.root(0, t, "\n".join(lines))
         return
     if v == "scale-minimum":
-        frames = script_frames(sc, ("sp:deepspeed/runtime/fp16/loss_scaler.py", 183, "update_scale", "raise Exception("))
-        crash_with_fallout(sc, t, traceback(sc, frames, "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."))
+        frames = script_frames(
+            sc, ("sp:deepspeed/runtime/fp16/loss_scaler.py", 183, "update_scale", "raise Exception(")
+        )
+        crash_with_fallout(
+            sc,
+            t,
+            traceback(
+                sc,
+                frames,
+                "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+            ),
+        )
         return
     init = sc.initiator or 0
     exc = f"AssertionError: Rank {init}: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: {sc.local_of(init)}, node: {sc.host(init)}"
-    frames = script_frames(sc, ("/workspace/Megatron-LM/megatron/core/distributed/param_and_grad_buffer.py", 171, "check_grads", "assert not norm_is_nan, ("))
+    frames = script_frames(
+        sc,
+        (
+            "/workspace/Megatron-LM/megatron/core/distributed/param_and_grad_buffer.py",
+            171,
+            "check_grads",
+            "assert not norm_is_nan, (",
+        ),
+    )
     crash_with_fallout(sc, t, traceback(sc, frames, exc))
 
 
@@ -175,7 +258,21 @@ def _unused(sc: Scenario) -> None:
             f"Parameter indices which did not receive grad for rank {init}: {idx}\n"
             "In addition, you can set the environment variable TORCH_DISTRIBUTED_DEBUG to either INFO or DETAIL to print out information about which particular parameters did not receive gradient on this rank as part of this error"
         )
-    frames = script_frames(sc, ("sp:torch/nn/parallel/distributed.py", 1593, "forward", "inputs, kwargs = self._pre_forward(*inputs, **kwargs)"), ("sp:torch/nn/parallel/distributed.py", 1484, "_pre_forward", "if torch.is_grad_enabled() and self.reducer._rebuild_buckets():"))
+    frames = script_frames(
+        sc,
+        (
+            "sp:torch/nn/parallel/distributed.py",
+            1593,
+            "forward",
+            "inputs, kwargs = self._pre_forward(*inputs, **kwargs)",
+        ),
+        (
+            "sp:torch/nn/parallel/distributed.py",
+            1484,
+            "_pre_forward",
+            "if torch.is_grad_enabled() and self.reducer._rebuild_buckets():",
+        ),
+    )
     crash_with_fallout(sc, rng.uniform(10, 400), traceback(sc, frames, exc))
 
 

@@ -36,7 +36,9 @@ def _cuda_oom(sc: Scenario) -> None:
             f"{rng.uniform(0.05, 4):.2f} GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
         )
-    extra: list[Frame] = [("sp:torch/autograd/__init__.py", 267, "backward", "_engine_run_backward(")] if v == "backward" else list(_FWD)
+    extra: list[Frame] = (
+        [("sp:torch/autograd/__init__.py", 267, "backward", "_engine_run_backward(")] if v == "backward" else list(_FWD)
+    )
     crash_with_fallout(sc, rng.uniform(10, 40000), traceback(sc, script_frames(sc, *extra), exc))
 
 
@@ -48,11 +50,26 @@ def _host_oom(sc: Scenario) -> None:
     sc.fail_time = t
     node = sc.node_of(init)
     if v == "memoryerror":
-        exc = rng.choice(("MemoryError", "OSError: [Errno 12] Cannot allocate memory", "RuntimeError: [enforce fail at alloc_cpu.cpp:83] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate 26843545600 bytes. Error code 12 (Cannot allocate memory)"))
-        frames = script_frames(sc, ("sp:torch/serialization.py", 1025, "load", "return _load(opened_zipfile,"), ("sp:torch/serialization.py", 1446, "_load", "result = unpickler.load()"))
+        exc = rng.choice(
+            (
+                "MemoryError",
+                "OSError: [Errno 12] Cannot allocate memory",
+                "RuntimeError: [enforce fail at alloc_cpu.cpp:83] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate 26843545600 bytes. Error code 12 (Cannot allocate memory)",
+            )
+        )
+        frames = script_frames(
+            sc,
+            ("sp:torch/serialization.py", 1025, "load", "return _load(opened_zipfile,"),
+            ("sp:torch/serialization.py", 1446, "_load", "result = unpickler.load()"),
+        )
         crash_with_fallout(sc, t, traceback(sc, frames, exc))
         return
-    sc.noise(init, t - 5, f"Loading checkpoint shards:   0%|          | 0/{rng.choice((2, 4, 7, 15))} [00:00<?, ?it/s]", stream="stderr")
+    sc.noise(
+        init,
+        t - 5,
+        f"Loading checkpoint shards:   0%|          | 0/{rng.choice((2, 4, 7, 15))} [00:00<?, ?it/s]",
+        stream="stderr",
+    )
     if v == "dmesg":
         sc.root(
             None,
@@ -61,11 +78,26 @@ def _host_oom(sc: Scenario) -> None:
             node=node,
         )
     if v == "ray-oom":
-        sc.root(None, t + 1, f"ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\nMemory on the node (IP: {sc.ip(node)}, ID: {rng.randrange(16**20):020x}) where the task was running was {rng.uniform(400, 990):.2f}GB / {rng.choice((503.0, 1007.0))}GB (0.95), which exceeds the memory usage threshold of 0.95.", node=node)
+        sc.root(
+            None,
+            t + 1,
+            f"ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\nMemory on the node (IP: {sc.ip(node)}, ID: {rng.randrange(16**20):020x}) where the task was running was {rng.uniform(400, 990):.2f}GB / {rng.choice((503.0, 1007.0))}GB (0.95), which exceeds the memory usage threshold of 0.95.",
+            node=node,
+        )
     # the killed rank prints nothing itself: the agent reports exitcode -9 / SIGKILL
     killed = f"ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: {sc.local_of(init)} (pid: {sc.pid(init)}) of binary: {sc.env.python}"
     if sc.launcher in ("torchrun", "torchrun-default", "plain", "jsonl", "per-rank-files") and v != "ray-oom":
-        sc.root(None, t + 2, killed if sc.old else killed.replace("ERROR:torch.distributed.elastic.multiprocessing.api:", f"E{sc.when(t):%m%d %H:%M:%S}.{rng.randrange(10**6):06d} {sc.pid(0) - 60} torch/distributed/elastic/multiprocessing/api.py:869] "), node=node)
+        sc.root(
+            None,
+            t + 2,
+            killed
+            if sc.old
+            else killed.replace(
+                "ERROR:torch.distributed.elastic.multiprocessing.api:",
+                f"E{sc.when(t):%m%d %H:%M:%S}.{rng.randrange(10**6):06d} {sc.pid(0) - 60} torch/distributed/elastic/multiprocessing/api.py:869] ",
+            ),
+            node=node,
+        )
     else:
         sc.root(None, t + 2, f"Signal 9 (SIGKILL) received by PID {sc.pid(init)}", node=node)
     if sc.chance(0.6) and len(sc.visible) > 1:
@@ -78,7 +110,12 @@ def _shm_bus(sc: Scenario) -> None:
     rng = sc.rng
     wpid = rng.randint(300, 90000)
     if v == "bus-error":
-        pre = "\n".join(["ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm)."] * rng.randint(1, 4))
+        pre = "\n".join(
+            [
+                "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm)."
+            ]
+            * rng.randint(1, 4)
+        )
         exc = f"RuntimeError: DataLoader worker (pid {wpid}) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit."
     elif v == "shm-no-space":
         pre = ""
@@ -95,7 +132,12 @@ def _shm_bus(sc: Scenario) -> None:
     )
     t = rng.uniform(30, 30000)
     if sc.chance(0.4):
-        sc.context(None, t - 3000 if t > 3000 else 1, "Filesystem      Size  Used Avail Use% Mounted on\nshm              64M   64M     0 100% /dev/shm", node=sc.node_of(sc.initiator or 0))
+        sc.context(
+            None,
+            t - 3000 if t > 3000 else 1,
+            "Filesystem      Size  Used Avail Use% Mounted on\nshm              64M   64M     0 100% /dev/shm",
+            node=sc.node_of(sc.initiator or 0),
+        )
     crash_with_fallout(sc, t, traceback(sc, frames, exc), extra_root=(pre,) if pre else ())
 
 
@@ -114,18 +156,43 @@ def _storage(sc: Scenario) -> None:
     }
     t = rng.uniform(600, 90000)
     init = sc.initiator or 0
-    sc.context(init, t - 1.2, f"[{sc.when(t):%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] [INFO] [logging.py:96:log_dist] [Rank 0] Saving model checkpoint: ./output/checkpoint-{step}/global_step{step}/zero_pp_rank_0_mp_rank_00_model_states.pt")
+    sc.context(
+        init,
+        t - 1.2,
+        f"[{sc.when(t):%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] [INFO] [logging.py:96:log_dist] [Rank 0] Saving model checkpoint: ./output/checkpoint-{step}/global_step{step}/zero_pp_rank_0_mp_rank_00_model_states.pt",
+    )
     frames = script_frames(
         sc,
         ("sp:deepspeed/runtime/engine.py", 3281, "save_checkpoint", "self._save_zero_checkpoint(save_dir, tag)"),
-        ("sp:deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py", 22, "save", "torch.save(state_dict, path)"),
-        ("sp:torch/serialization.py", 628, "save", "_save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)"),
+        (
+            "sp:deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py",
+            22,
+            "save",
+            "torch.save(state_dict, path)",
+        ),
+        (
+            "sp:torch/serialization.py",
+            628,
+            "save",
+            "_save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)",
+        ),
     )
-    crash_with_fallout(sc, t, traceback(sc, frames, excs[v]), op=rng.choice(("ALLREDUCE", "BROADCAST", "_ALLGATHER_BASE")), numel=1)
+    crash_with_fallout(
+        sc, t, traceback(sc, frames, excs[v]), op=rng.choice(("ALLREDUCE", "BROADCAST", "_ALLGATHER_BASE")), numel=1
+    )
 
 
 RECIPES = (
-    Recipe("cuda-oom", "resources", _cuda_oom, ("Tried to allocate 2.63 GiB", "torch.OutOfMemoryError: CUDA out of memory.", "torch.cuda.OutOfMemoryError: CUDA out of memory.")),
+    Recipe(
+        "cuda-oom",
+        "resources",
+        _cuda_oom,
+        (
+            "Tried to allocate 2.63 GiB",
+            "torch.OutOfMemoryError: CUDA out of memory.",
+            "torch.cuda.OutOfMemoryError: CUDA out of memory.",
+        ),
+    ),
     Recipe("host-oom", "resources", _host_oom, ("failed (exitcode: -9) local_rank: 3 (pid: 812917)",)),
     Recipe("dataloader-shm-bus-error", "resources", _shm_bus),
     Recipe("storage-io-failure", "resources", _storage, ("OSError: [Errno 28] No space left on device",)),
