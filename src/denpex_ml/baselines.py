@@ -40,7 +40,7 @@ class RuleBaseline:
         s = self.scores(bundles)
         totals = s.sum(axis=1, keepdims=True)
         totals[totals == 0] = 1.0
-        return s / totals
+        return np.asarray(s / totals)
 
 
 class TfidfBaseline:

@@ -12,9 +12,13 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from denpex_ml import __version__
 from denpex_ml.errors import DenpexError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["COMMANDS", "EXIT_INPUT_ERROR", "EXIT_OK", "EXIT_PARTIAL", "EXIT_USAGE", "main"]
 
@@ -26,7 +30,7 @@ EXIT_INPUT_ERROR = 3
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _console():  # type: ignore[no-untyped-def]
+def _console() -> Console:
     from rich.console import Console
 
     # pipes and files get wide, unwrapped output so ids and lines stay whole

@@ -41,7 +41,7 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return x / norms
+    return np.asarray(x / norms, dtype=np.float32)
 
 
 class StaticEncoder:

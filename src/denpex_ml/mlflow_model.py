@@ -13,10 +13,10 @@ from typing import Any
 
 import mlflow
 import pandas as pd
-from mlflow.pyfunc import PythonModel, PythonModelContext
+from mlflow.pyfunc import PythonModel, PythonModelContext  # type: ignore[attr-defined]
 
 
-class DenpexPyfunc(PythonModel):  # type: ignore[misc]
+class DenpexPyfunc(PythonModel):
     def load_context(self, context: PythonModelContext) -> None:
         from denpex_ml.model.core import load_model
 

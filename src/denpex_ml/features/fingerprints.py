@@ -128,4 +128,4 @@ class FingerprintMatcher:
     def rule_scores(self, hits: Sequence[FingerprintHit]) -> np.ndarray:
         """A transparent per-entry score: root-cause weight + 0.3 x (symptom + context)."""
         f = self.features(hits).reshape(len(self.labels), len(ROLE_FEATURES))
-        return f[:, 0] + 0.1 * f[:, 1] + 0.3 * (f[:, 2] + f[:, 3])
+        return np.asarray(f[:, 0] + 0.1 * f[:, 1] + 0.3 * (f[:, 2] + f[:, 3]))

@@ -68,7 +68,7 @@ class _Builder:
         self.streams: dict[StreamKey, _Stream] = {}
         self.pid_rank: dict[str, int] = {}
         self.pid_local: dict[str, tuple[str | None, int]] = {}
-        self._detector: re2._Regexp | None = None  # type: ignore[name-defined]
+        self._detector: re2._Regexp | None = None
         self.launcher = LauncherParser()
         self.bundle = LogBundle()
 
@@ -184,8 +184,9 @@ class _Builder:
         groups: dict[StreamKey, list[int]] = {}
         default_key: StreamKey = file_rank if file_rank is not None else GLOBAL_STREAM
         for i, (_, r, rest) in enumerate(pairs):
+            key: StreamKey
             if r:
-                key: StreamKey = int(r)
+                key = int(r)
             elif not rest or rest.isspace():
                 continue
             elif file_rank is None and ("[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest):
@@ -263,9 +264,9 @@ class _Builder:
                 for k in pid_streams:
                     self.pid_rank[k] = self.pid_local[k][1]
         # Streams named by NCCL host:pid whose global rank became known later are merged in.
-        for key in [k for k in self.streams if isinstance(k, str) and k in self.pid_rank]:
-            src = self.streams.pop(key)
-            dst = self._stream(self.pid_rank[key])
+        for pid_key in [k for k in self.streams if isinstance(k, str) and k in self.pid_rank]:
+            src = self.streams.pop(pid_key)
+            dst = self._stream(self.pid_rank[pid_key])
             dst.head.extend(src.head)
             dst.salient.extend(src.salient)
             dst.tail.extend(src.tail)
@@ -329,7 +330,7 @@ def _msg_rank_key(line: str) -> StreamKey:
     return GLOBAL_STREAM if rank is None else rank
 
 
-def _line_indices(pattern: re2._Regexp, block: bytes) -> set[int]:  # type: ignore[name-defined]
+def _line_indices(pattern: re2._Regexp, block: bytes) -> set[int]:
     """Indices of the lines of ``block`` (UTF-8 bytes) in which ``pattern`` matches.
 
     One RE2 scan of the block; matching on bytes avoids RE2's per-match offset conversion.

@@ -33,7 +33,7 @@ class MaskRule:
     gate: str = ""
 
     @property
-    def gate_re(self) -> re2._Regexp:  # type: ignore[name-defined]
+    def gate_re(self) -> re2._Regexp:
         return _compiled_gate(self.gate)
 
 
@@ -122,10 +122,10 @@ _GATE_IPV4 = r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}"
 _GATE_IPV6 = r"[0-9a-fA-F]{0,4}::[0-9a-fA-F]{1,4}|::ffff:|(?:[0-9a-fA-F]{1,4}:){7}"
 _GATE_FQDN = r"\.(?:local|internal|lan|cluster|corp|compute|intra|cloud|priv|localdomain|com|net|org|io|edu|gov|ai)\b"
 _GATE_HOST_FIELD = r"(?i:host(?:name)?|nodename)[ \t]*[:=]|srun: error:|\bon (?:host|node) "
-_GATES: dict[str, re2._Regexp] = {}  # type: ignore[name-defined]
+_GATES: dict[str, re2._Regexp] = {}
 
 
-def _compiled_gate(pattern: str) -> re2._Regexp:  # type: ignore[name-defined]
+def _compiled_gate(pattern: str) -> re2._Regexp:
     g = _GATES.get(pattern)
     if g is None:
         g = _GATES[pattern] = re2.compile(pattern)
@@ -157,9 +157,9 @@ class Masker:
     counts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._detector: re2._Regexp | None = None  # type: ignore[name-defined]
+        self._detector: re2._Regexp | None = None
 
-    def detector(self) -> re2._Regexp:  # type: ignore[name-defined]
+    def detector(self) -> re2._Regexp:
         """RE2 pattern finding every place any rule (or a known host) could apply."""
         if self._detector is None:
             parts = [r.gate for r in self.rules if r.gate] + [_GATE_IPV4, _GATE_IPV6, _GATE_FQDN, _GATE_HOST_FIELD]

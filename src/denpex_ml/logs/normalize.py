@@ -76,7 +76,7 @@ def iter_text_blocks(
 
     Raises :class:`NotALogError` when the stream is binary.
     """
-    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, 1 << 16)  # type: ignore[arg-type]
+    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, 1 << 16)  # type: ignore[type-var]
     head = buffered.peek(8192)[:8192]
     if looks_binary(head):
         raise NotALogError(f"{name}: not a text log (binary content in the first {len(head)} bytes)")

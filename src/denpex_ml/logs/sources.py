@@ -215,14 +215,35 @@ def _open_plain(path: Path, budget: ReadBudget) -> BinaryIO:
         fh = path.open("rb")
     except OSError as exc:
         raise LogNotFoundError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return io.BufferedReader(_Counting(fh, budget, lambda: None), 1 << 16)  # type: ignore[arg-type]
+    return io.BufferedReader(_Counting(fh, budget, lambda: None), 1 << 16)
 
 
 def _open_gzip(path: Path, budget: ReadBudget) -> BinaryIO:
-    gz = gzip.open(path, "rb")  # noqa: SIM115 - returned (wrapped) to the caller, who closes it
-    raw = gz.fileobj
-    assert raw is not None
-    return io.BufferedReader(_Counting(gz, budget, raw.tell), 1 << 16)  # type: ignore[arg-type]
+    raw = path.open("rb")
+    gz = gzip.GzipFile(fileobj=raw, mode="rb")
+    return io.BufferedReader(_Counting(_Closing(gz, raw), budget, raw.tell), 1 << 16)  # type: ignore[arg-type]
+
+
+class _Closing(io.RawIOBase):
+    """Reads from ``inner`` and closes ``inner`` and then ``owner`` (the file under it)."""
+
+    def __init__(self, inner: gzip.GzipFile, owner: BinaryIO) -> None:
+        self._inner = inner
+        self._owner = owner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        return self._inner.readinto(b)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._inner.close()
+            finally:
+                self._owner.close()
+                super().close()
 
 
 class _Chain(io.RawIOBase):
@@ -246,9 +267,21 @@ class _Chain(io.RawIOBase):
         return len(data)
 
 
+def _constant(value: int) -> Callable[[], int | None]:
+    return lambda: value
+
+
+def _returning(stream: BinaryIO) -> Callable[[], BinaryIO]:
+    return lambda: stream
+
+
+def _gunzipping(stream: BinaryIO) -> Callable[[], BinaryIO]:
+    return lambda: gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+
+
 def _read_head(stream: BinaryIO, n: int = 512) -> tuple[bytes, BinaryIO]:
     head = stream.read(n)
-    return head, io.BufferedReader(_Chain(head, stream), 1 << 16)  # type: ignore[arg-type]
+    return head, io.BufferedReader(_Chain(head, stream), 1 << 16)
 
 
 def _gz_is_tar(path: Path) -> bool:
@@ -278,7 +311,7 @@ def _iter_tar_stream(
 ) -> Iterator[Member]:
     if depth > limits.max_depth:
         raise InputTooLargeError(f"{name}: archives nested deeper than {limits.max_depth} (IngestLimits.max_depth)")
-    counted = io.BufferedReader(_Counting(raw, budget, compressed_pos), 1 << 16)  # type: ignore[arg-type]
+    counted = io.BufferedReader(_Counting(raw, budget, compressed_pos), 1 << 16)
     try:
         tf = tarfile.open(fileobj=counted, mode="r|*")  # noqa: SIM115 - closed in finally below
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
@@ -309,10 +342,10 @@ def _iter_tar_stream(
                 raise ArchiveError(f"{name}: corrupt or truncated tar archive ({exc})") from None
             kind = source_kind(head, member_name)
             if kind == "plain":
-                yield Member(full, lambda s=data_stream: s)
+                yield Member(full, _returning(data_stream))
             elif kind == "gzip":
                 inner = member_name[:-3] if member_name.lower().endswith(".gz") else member_name
-                yield Member(_join(name, inner), lambda s=data_stream: gzip.GzipFile(fileobj=s, mode="rb"))  # type: ignore[misc]
+                yield Member(_join(name, inner), _gunzipping(data_stream))
             else:
                 nested = io.BytesIO(data_stream.read())
                 yield from _iter_nested(nested, full, limits, budget, depth + 1, kind)
@@ -365,14 +398,14 @@ def _iter_zip_obj(fh: BinaryIO, name: str, limits: IngestLimits, budget: ReadBud
             full = _join(name, member_name)
             try:
                 with zf.open(info) as zraw:
-                    counted = io.BufferedReader(_Counting(zraw, budget, lambda i=info: i.compress_size), 1 << 16)  # type: ignore[arg-type]
+                    counted = io.BufferedReader(_Counting(zraw, budget, _constant(info.compress_size)), 1 << 16)  # type: ignore[arg-type]
                     head = counted.peek(512)[:512]
                     kind = source_kind(head, member_name)
                     if kind == "plain":
-                        yield Member(full, lambda s=counted: s)
+                        yield Member(full, _returning(counted))
                     elif kind == "gzip":
                         inner = member_name[:-3] if member_name.lower().endswith(".gz") else member_name
-                        yield Member(_join(name, inner), lambda s=counted: gzip.GzipFile(fileobj=s, mode="rb"))  # type: ignore[misc]
+                        yield Member(_join(name, inner), _gunzipping(counted))
                     else:
                         yield from _iter_nested(io.BytesIO(counted.read()), full, limits, budget, depth + 1, kind)
             except (zipfile.BadZipFile, zlib.error, EOFError) as exc:

@@ -85,10 +85,10 @@ def _logreg_arrays(scaler: StandardScaler, clf: LogisticRegression) -> dict[str,
 def _softmax(s: np.ndarray) -> np.ndarray:
     s = s - s.max(axis=1, keepdims=True)
     e = np.exp(s)
-    return e / e.sum(axis=1, keepdims=True)
+    return np.asarray(e / e.sum(axis=1, keepdims=True))
 
 
-class DenpexHead(ClassifierMixin, BaseEstimator):
+class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     """Two-stage head (see module docs). ``X`` rows are base vectors laid out as ``layout``.
 
     Parameters
@@ -230,7 +230,7 @@ class DenpexHead(ClassifierMixin, BaseEstimator):
         s2 = self.stage2_
         k = F.shape[2]
         Z = (F.reshape(-1, k) - s2["mean"]) / s2["scale"]
-        return (Z @ s2["coef"][0] + s2["intercept"][0]).reshape(F.shape[0], F.shape[1])
+        return np.asarray((Z @ s2["coef"][0] + s2["intercept"][0]).reshape(F.shape[0], F.shape[1]))
 
     def _stage1_from_arrays(self, X: np.ndarray) -> np.ndarray:
         s1 = self.stage1_

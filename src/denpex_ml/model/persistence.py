@@ -67,7 +67,7 @@ def write_model_dir(path: str | os.PathLike[str], manifest: dict[str, Any], arra
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     head = out / HEAD_FILE
-    np.savez_compressed(head, **arrays)
+    np.savez_compressed(head, **arrays)  # type: ignore[arg-type]
     full = dict(manifest)
     full["format_version"] = FORMAT_VERSION
     full["versions"] = _versions()

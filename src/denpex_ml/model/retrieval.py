@@ -33,7 +33,7 @@ class RetrievalIndex:
     def similarities(self, queries: np.ndarray) -> np.ndarray:
         q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         # each half of the vector is unit length, so the dot product / 2 is a cosine in [-1, 1]
-        return (q @ self.vectors.T) / 2.0
+        return np.asarray((q @ self.vectors.T) / 2.0, dtype=np.float32)
 
     def features(self, queries: np.ndarray, *, exclude: np.ndarray | None = None) -> np.ndarray:
         """Per class: the best similarity, and the similarity-weighted share of the top-k votes.

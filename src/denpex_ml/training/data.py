@@ -28,12 +28,14 @@ class Example:
 
     @property
     def held_out_variant(self) -> bool:
-        return self.meta.get("launcher") in HELD_OUT_LAUNCHERS or self.meta.get("msg_version") in HELD_OUT_MSG_VERSIONS
+        return bool(
+            self.meta.get("launcher") in HELD_OUT_LAUNCHERS or self.meta.get("msg_version") in HELD_OUT_MSG_VERSIONS
+        )
 
     @property
     def confident(self) -> bool:
         """Real labels confirmed by the thread or a maintainer (not 'unconfirmed')."""
-        return self.meta.get("label_confidence", "confirmed") != "unconfirmed"
+        return bool(self.meta.get("label_confidence", "confirmed") != "unconfirmed")
 
 
 def incident_bundle(source: Any) -> LogBundle:
