@@ -50,19 +50,22 @@ def _worker(path: str) -> int:
 
 
 def _run_with_rss(path: str) -> dict[str, object]:
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = subprocess.run(
+    """One classify in a fresh process; its own peak RSS comes from ``os.wait4``."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "bench.classify", "--worker", path],
-        capture_output=True,
+        stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        check=True,
     )
-    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result["peak_rss_mb"] = after / 1024 if after > before else float("nan")  # monotone max over children
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.stdout.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"classify worker failed on {path} (exit {proc.returncode})")
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024
     return result
 
 
@@ -79,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     rows = []
     specs = [s.split(":") for s in args.sizes.split(",")]
-    # sizes run smallest first: RUSAGE_CHILDREN is a running maximum over all children
     for size_text, ranks_text in sorted(specs, key=lambda s: parse_size(s[0])):
         size, ranks = parse_size(size_text), int(ranks_text)
         path = cache / f"classify-{size_text}-{ranks}r.log"
