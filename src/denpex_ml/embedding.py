@@ -78,7 +78,8 @@ class MiniLMEncoder:
         from sentence_transformers import SentenceTransformer
 
         self._model = SentenceTransformer(str(path), device="cpu")
-        self.dim = int(self._model.get_sentence_embedding_dimension() or 384)
+        getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(getter() or 384)
         self.name = "minilm:all-MiniLM-L6-v2"
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
