@@ -134,6 +134,8 @@ def test_rank_from_file_name(path: str, rank: int | None) -> None:
         ("node-a: [rank4]: boom", 4, "node-a"),
         ("[1,7]<stdout>:[rank7]: x", 7, None),
         ("[rank2]:gpu1:10:11 [2] NCCL INFO x", 2, "gpu1"),
+        ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:x", 12, None),
+        ("Tue Nov 27 13:49:06 2018[1,10]<stdout>:F1127 Check failed", 10, None),
         ("RuntimeError: not a prefix", None, None),
         ("Traceback (most recent call last):", None, None),
     ],
@@ -144,3 +146,16 @@ def test_parse_prefix(line: str, rank: int | None, host: str | None) -> None:
         assert p is None
     else:
         assert p is not None and p.rank == rank and p.host == host
+
+
+def test_process_group_rank_inside_new_watchdog_messages() -> None:
+    b = read_logs(
+        text="[E1204 18:46:13.6 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 2] "
+        "Process group watchdog thread terminated with exception: CUDA error: unspecified launch failure\n"
+    )
+    assert b.ranks == [2]
+
+
+def test_timestamp_stays_separated_from_the_message() -> None:
+    p = parse_prefix("Tue Nov 27 13:49:06 2018[1,10]<stdout>:F1127 Check failed")
+    assert p is not None and p.rest == "Tue Nov 27 13:49:06 2018 F1127 Check failed"

@@ -189,7 +189,9 @@ class _Builder:
                 key = int(r)
             elif not rest or rest.isspace():
                 continue
-            elif file_rank is None and ("[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest):
+            elif file_rank is None and (
+                "[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest or "[PG ID" in rest
+            ):
                 found = message_rank(rest)
                 key = GLOBAL_STREAM if found is None else found
             else:
@@ -295,12 +297,12 @@ class _Builder:
 
 
 _PROBE = re.compile(
-    r"^(?:\[?\d{4}-\d\d-\d\d[T ]|[A-Z][a-z]{2} [ \d]\d \d\d:|\[(?:rank|default)\d|\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |[\w.-]+:\d+:\d+ \[\d|[\w.-]+: )",
+    r"^(?:\[?\d{4}-\d\d-\d\d[T ]|[A-Z][a-z]{2} [ \d]\d \d\d:|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:|\[(?:rank|default)\d|\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |[\w.-]+:\d+:\d+ \[\d|[\w.-]+: )",
     re.MULTILINE,
 )
 
 
-_ISO_TS = r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]+"
+_ISO_TS = r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?[ \t]+"
 _FAST_LINE = re.compile(r"^(" + _ISO_TS + r")?(?:\[(?:rank|default)(\d{1,6})\]:[ ]?)?(.*)$", re.MULTILINE)
 # Anything that needs the general parser: other launcher prefixes, NCCL debug or host
 # prefixes at line start, launcher summaries (parsed in order), syslog timestamps.
@@ -308,7 +310,8 @@ _NOT_FAST_PATTERN = (
     r"(?m)^(?:" + _ISO_TS + r")?(?:\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |"
     r"[\w.-]+:\d+:\d+ \[\d|(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*): |"
     r"\[(?:rank|default)\d+\]:[ ]?(?:\[(?:rank|default)\d|\[\d+,\d+\]<|\[[\w.-]+:\d+ *:\d|\(\w+ pid=|\{|"
-    r"(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*): )|[A-Z][a-z]{2} [ \d]\d \d\d:)"
+    r"(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*): )|[A-Z][a-z]{2} [ \d]\d \d\d:"
+    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:)"
     r"|Root Cause \(first observed failure\)|^\s*Failures:"
 )
 # RE2 on bytes: linear time, no per-match offset conversion

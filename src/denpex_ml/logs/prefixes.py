@@ -46,7 +46,9 @@ _HOST = re.compile(
 )
 _NOT_HOST_SUFFIX = ("error", "exception", "warning", "warn", "info", "debug", "note")
 _NCCL_DEBUG = re.compile(r"([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[(\d+)\] (?=NCCL|[\w/.-]+:\d+ NCCL)")
-_MSG_RANK = re.compile(r"\[(?:Rank|RANK|rank)[ =]?(\d{1,6})\]|\brank (\d{1,6}) nranks \d")
+_MSG_RANK = re.compile(
+    r"\[(?:Rank|RANK|rank)[ =]?(\d{1,6})\]|\brank (\d{1,6}) nranks \d|\[PG ID \d+ [^\]]{0,80}?\bRank (\d{1,6})\]"
+)
 _RANK_PATH = re.compile(
     r"(?:^|[/_.-])(?:rank|worker|proc|process|task|node_rank|local_rank|gpu)[_.-]?(\d{1,6})(?=$|[/_.-])"
     r"|(?:^|/)attempt_\d+/(\d{1,6})/(?:stdout|stderr|error)"
@@ -168,8 +170,9 @@ def _maybe_prefixed(text: str) -> bool:
 
 
 _LEADING_TS = re.compile(
-    r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
+    r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)[ \t]+"
+    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}[ \t]*"  # ctime (mpirun --timestamp-output)
 )
 
 
@@ -185,7 +188,8 @@ def parse_prefix(line: str) -> Prefix | None:
             inner = _parse_prefix(line[m.end() :])
             if inner is None:
                 return None
-            return inner._replace(rest=line[: m.end()] + inner.rest)
+            ts = line[: m.end()]
+            return inner._replace(rest=ts + inner.rest if ts[-1:] in (" ", "\t") else f"{ts} {inner.rest}")
     return _parse_prefix(line)
 
 
@@ -276,7 +280,7 @@ def message_rank(text: str) -> int | None:
     m = _MSG_RANK.search(text)
     if not m:
         return None
-    return int(m.group(1) or m.group(2))
+    return int(next(g for g in m.groups() if g is not None))
 
 
 def rank_from_path(path: str) -> int | None:
