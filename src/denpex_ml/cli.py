@@ -268,6 +268,41 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- eval -----------------------------------------------------------------------------------
+def _add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("eval", help="evaluate a model and its baselines on held-out data; write a report")
+    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
+    p.add_argument("--data", action="append", default=[], metavar="PATH", help="extra labelled JSONL/dir (repeatable)")
+    p.add_argument("--out", default="reports/latest", metavar="DIR", help="report directory (default reports/latest)")
+    p.add_argument("--per-class-test", type=int, metavar="N", help="synthetic test incidents per class")
+    p.add_argument("--no-real-cv", action="store_true", help="skip grouped k-fold scoring of real incidents (fast)")
+    p.add_argument(
+        "--write-reference", action="store_true", help="store the regression gate's reference figures with the model"
+    )
+    p.add_argument("--no-track", action="store_true", help="do not log the run to mlflow")
+    p.add_argument("--experiment", default="denpex-ml-eval", help="mlflow experiment name")
+    p.set_defaults(handler=_cmd_eval)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from denpex_ml.evaluation import EvalConfig, run_eval
+
+    config = EvalConfig(
+        model_dir=args.model, per_class_test=args.per_class_test, real_cv=not args.no_real_cv, extra_data=args.data
+    )
+    with _progress() as progress:
+        result = run_eval(config, args.out, progress=progress, track=not args.no_track, experiment=args.experiment)
+    _print_metrics(result.metrics)
+    if args.write_reference:
+        from denpex_ml.evaluation.gate import write_reference
+        from denpex_ml.model.persistence import models_root
+
+        path = write_reference(result, args.model or models_root() / "default")
+        print(f"gate reference written to {path}", file=sys.stderr)
+    print(f"report written to {args.out} in {result.seconds:.0f} s", file=sys.stderr)
+    return EXIT_OK
+
+
 def _print_metrics(metrics: dict[str, float]) -> None:
     from rich.table import Table
 
@@ -311,6 +346,7 @@ class _progress:
 #: Closed registry of subcommands: name -> function adding its parser.
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
     "classify": _add_classify,
+    "eval": _add_eval,
     "ingest": _add_ingest,
     "synth": _add_synth,
     "taxonomy": _add_taxonomy,

@@ -1,0 +1,133 @@
+"""PNG plots of an evaluation (matplotlib, Agg backend): confusion matrix, reliability
+diagram and accuracy-coverage curves, one file each per data set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from denpex_ml.evaluation.run import EvalResult
+
+__all__ = ["write_plots"]
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+
+
+def _confusion(plt, labels: list[str], cm: list[list[int]], title: str, path: Path) -> None:  # type: ignore[no-untyped-def]
+    M = np.asarray(cm, dtype=float)
+    rows = M.sum(axis=1, keepdims=True)
+    N = np.divide(M, rows, out=np.zeros_like(M), where=rows > 0)
+    names = ["unknown", *labels]
+    fig, ax = plt.subplots(figsize=(14, 12))
+    im = ax.imshow(N, cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+    ax.set_yticks(range(len(names)), names, fontsize=6)
+    for i, j in zip(*np.nonzero(M), strict=True):
+        ax.text(j, i, int(M[i, j]), ha="center", va="center", fontsize=5, color="white" if N[i, j] > 0.5 else "black")
+    ax.set_xlabel("predicted (unknown = abstained)")
+    ax.set_ylabel("true")
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, fraction=0.03, label="share of the true class")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _reliability(plt, bins_by_system: dict[str, list[dict[str, float]]], title: str, path: Path) -> None:  # type: ignore[no-untyped-def]
+    fig, ax = plt.subplots(figsize=(6, 6))
+    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
+    for system, bins in bins_by_system.items():
+        if bins:
+            ax.plot(
+                [b["confidence"] for b in bins],
+                [b["accuracy"] for b in bins],
+                marker="o",
+                label=system,
+                lw=2 if system == "model" else 1,
+            )
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (top probability)")
+    ax.set_ylabel("accuracy")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _coverage(plt, curves: dict[str, list[dict[str, float]]], threshold: float, title: str, path: Path) -> None:  # type: ignore[no-untyped-def]
+    fig, ax = plt.subplots(figsize=(6, 5))
+    for system, pts in curves.items():
+        pts = [p for p in pts if p["accuracy"] == p["accuracy"]]
+        if pts:
+            ax.plot(
+                [p["coverage"] for p in pts],
+                [p["accuracy"] for p in pts],
+                marker=".",
+                label=system,
+                lw=2 if system == "model" else 1,
+            )
+    model = [p for p in curves.get("model", []) if p["threshold"] <= threshold]
+    if model:
+        ax.scatter(
+            [model[-1]["coverage"]],
+            [model[-1]["accuracy"]],
+            color="red",
+            zorder=5,
+            label=f"model threshold {threshold:.2f}",
+        )
+    ax.set_xlabel("coverage (share answered)")
+    ax.set_ylabel("accuracy of answered")
+    ax.set_xlim(0, 1.02)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_plots(result: EvalResult, out: Path) -> dict[str, dict[str, str]]:
+    """Write the plots; returns {data set: {kind: file name}}."""
+    plt = _plt()
+    files: dict[str, dict[str, str]] = {}
+    for ds, by in result.measured.items():
+        model = by["model"]
+        got: dict[str, str] = {}
+        stem = _safe(ds)
+        if model.confusion and result.data[ds]["n_known"]:
+            got["confusion"] = f"confusion_{stem}.png"
+            _confusion(plt, result.labels, model.confusion, f"{ds}: confusion matrix (model)", out / got["confusion"])
+        if model.reliability:
+            got["reliability"] = f"reliability_{stem}.png"
+            _reliability(
+                plt,
+                {s: m.reliability for s, m in by.items() if s in ("model", "tfidf", "zeroshot")},
+                f"{ds}: reliability",
+                out / got["reliability"],
+            )
+        if model.coverage:
+            got["coverage"] = f"coverage_{stem}.png"
+            _coverage(
+                plt,
+                {s: m.coverage for s, m in by.items() if s in ("model", "tfidf", "zeroshot")},
+                float(result.model["abstain_threshold"]),
+                f"{ds}: accuracy vs coverage",
+                out / got["coverage"],
+            )
+        files[ds] = got
+    return files

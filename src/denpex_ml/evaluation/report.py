@@ -1,0 +1,126 @@
+"""The report directory: ``report.md`` (tables for people) and ``metrics.json`` (for machines)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from denpex_ml.evaluation.baselines import GPUALERT_MAP
+
+if TYPE_CHECKING:
+    from denpex_ml.evaluation.run import EvalResult
+
+__all__ = ["HEADLINE", "render_markdown", "write_report"]
+
+#: Metrics in the per-data-set tables, in order, with how they read.
+HEADLINE: tuple[tuple[str, str], ...] = (
+    ("n", "jobs with a known label"),
+    ("n_unknown", "jobs labelled unknown"),
+    ("top1", "top-1 accuracy"),
+    ("top3", "top-3 accuracy"),
+    ("macro_f1", "macro-F1"),
+    ("ece", "ECE (10 bins)"),
+    ("unknown_precision", "abstention precision"),
+    ("unknown_recall", "abstention recall"),
+    ("coverage", "coverage (known jobs answered)"),
+    ("answered_accuracy", "accuracy of answered"),
+    ("accuracy_with_abstention", "accuracy, unknown counted"),
+    ("initiator_accuracy", "first-failing-rank accuracy"),
+    ("initiator_accuracy_visible", "... where the rank is in the log"),
+    ("seconds_mean", "seconds per job, mean"),
+    ("seconds_p95", "seconds per job, p95"),
+)
+
+
+def _fmt(v: Any) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if isinstance(v, float) and v.is_integer() and abs(v) >= 1:
+        return str(int(v))
+    if isinstance(v, float):
+        return f"{v:.4f}" if abs(v) < 0.01 else f"{v:.3f}"
+    return str(v)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def render_markdown(result: EvalResult, plots: dict[str, dict[str, str]] | None = None) -> str:
+    plots = plots or {}
+    m = result.model
+    lines = [
+        "# denpex_ml evaluation",
+        "",
+        f"Model `{m['path']}` (files hash `{m['files_hash']}`, encoder `{m['encoder']}`, taxonomy "
+        f"`{m['taxonomy_hash']}`, training data `{m['training_data_hash']}`, trained on {m['training_counts']}); "
+        f"abstention threshold {m['abstain_threshold']}. Run took {result.seconds:.0f} s.",
+        "",
+        "Every figure comes from data the model did not train on: the synthetic test split is a separate random "
+        "stream of the model's own generator config; real incidents are scored out of fold (grouped by source "
+        "thread, head refitted per fold). Baselines run on the same rows in the same run.",
+        "",
+        "## Data",
+        "",
+    ]
+    lines += _table(
+        ["data set", "jobs", "known", "unknown", "classes", "sha256[:16]", "how it was made"],
+        [
+            [ds, str(d["n"]), str(d["n_known"]), str(d["n_unknown"]), str(d["n_classes"]), f"`{d['hash']}`", d["split"]]
+            for ds, d in result.data.items()
+        ],
+    )
+    if result.notes:
+        lines += ["", *(f"* {n}" for n in result.notes)]
+    lines += ["", "Systems: " + "; ".join(f"**{k}** = {v}" for k, v in result.systems.items()), ""]
+    metrics = result.metrics
+    systems = list(result.systems)
+    for ds, by in result.measured.items():
+        lines += [f"## {ds}", "", result.data[ds]["description"] + ".", ""]
+        rows = []
+        for key, label in HEADLINE:
+            vals = []
+            for s in systems:
+                if s != "model" and s not in by:
+                    vals.append("not installed" if s == "gpualert" else "-")
+                    continue
+                infix = "" if s == "model" else f"{s}/"
+                vals.append(_fmt(metrics.get(f"{ds}/{infix}{key}")))
+            if any(v not in ("-", "not installed") for v in vals):
+                rows.append([label, *vals])
+        lines += _table(["metric", *systems], rows)
+        for kind, f in plots.get(ds, {}).items():
+            lines += ["", f"![{ds} {kind}]({f})"]
+        pc = by["model"].per_class
+        if pc:
+            others = [s for s in systems if s != "model" and s in by]
+            f1 = {s: {r["label"]: r["f1"] for r in by[s].per_class} for s in others}
+            lines += ["", "Per class (model; weakest F1 first; baseline F1 alongside):", ""]
+            lines += _table(
+                ["class", "support", "precision", "recall", "F1", *(f"F1 {s}" for s in others)],
+                [
+                    [r["label"], str(r["support"]), _fmt(r["precision"]), _fmt(r["recall"]), _fmt(r["f1"])]
+                    + [_fmt(f1[s].get(r["label"])) for s in others]
+                    for r in sorted(pc, key=lambda r: (r["f1"], r["label"]))
+                ],
+            )
+        lines.append("")
+    lines += [
+        "## GPUAlert class mapping",
+        "",
+        "GPUAlert's first matching class, mapped onto taxonomy ids; no match = abstains.",
+        "",
+    ]
+    lines += _table(["GPUAlert class", "taxonomy id"], [[k, f"`{v}`"] for k, v in GPUALERT_MAP.items()])
+    return "\n".join(lines) + "\n"
+
+
+def write_report(result: EvalResult, out: Path, plots: dict[str, dict[str, str]] | None = None) -> None:
+    """Write ``report.md`` and ``metrics.json`` into ``out``."""
+    payload = result.to_dict()
+    payload["plots"] = plots or {}
+    payload["gpualert_mapping"] = GPUALERT_MAP
+    (out / "metrics.json").write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(render_markdown(result, plots), encoding="utf-8")

@@ -1,0 +1,407 @@
+"""The evaluation runner (``denpex-ml eval``): the model and every baseline on the same rows.
+
+Honesty: the synthetic test split is regenerated from the model's manifest (same seed, the
+``test`` random stream the model never trained on); real incidents, which the shipped model
+trained on, are scored by grouped k-fold retraining of the head (``real_cv``), never by the
+model itself; the report names the model, the data (with hashes) and the splits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.model_selection import GroupKFold
+
+from denpex_ml.baselines import RuleBaseline, TfidfBaseline, bundle_text
+from denpex_ml.evaluation.baselines import BASELINES, GPUAlertBaseline, ZeroShotBaseline, gpualert_version
+from denpex_ml.evaluation.datasets import Pool, build_pools, data_hash, synthetic_train
+from denpex_ml.evaluation.measures import Measured, measure
+from denpex_ml.model.core import DenpexModel, load_model
+from denpex_ml.model.featurize import JobAnalysis
+from denpex_ml.taxonomy import UNKNOWN_ID
+from denpex_ml.training.config import TrainConfig
+from denpex_ml.training.data import incident_bundle
+from denpex_ml.training.train import FeatureSet, _concat, _fit_head, _weights, featurize
+
+__all__ = ["EvalConfig", "EvalResult", "evaluate"]
+
+log = logging.getLogger(__name__)
+Progress = Callable[[str, int], Callable[[], None]]
+
+
+def _no_progress(_name: str, _total: int) -> Callable[[], None]:
+    return lambda: None
+
+
+@dataclass
+class EvalConfig:
+    """What :func:`evaluate` runs.
+
+    Parameters
+    ----------
+    model_dir:
+        Model directory (default: the shipped model).
+    per_class_test:
+        Synthetic test incidents per class (default: the model's own training config).
+    real_data:
+        Real labelled incidents; ``""`` takes the model's config (``None``: none).
+    real_cv:
+        Score real incidents by grouped k-fold retraining of the head (slow). Without it the
+        ``real`` data set is left out when the model trained on it.
+    extra_data:
+        More JSONL files / label folders, each reported as its own data set.
+    baselines:
+        Baselines to run (subset of :data:`~denpex_ml.evaluation.baselines.BASELINES`).
+    """
+
+    model_dir: str | None = None
+    per_class_test: int | None = None
+    real_data: str | None = ""
+    real_cv: bool = True
+    extra_data: tuple[str, ...] = ()
+    baselines: tuple[str, ...] = BASELINES
+
+    def __post_init__(self) -> None:
+        from denpex_ml.errors import InvalidInputError
+
+        bad = [b for b in self.baselines if b not in BASELINES]
+        if bad:
+            raise InvalidInputError(f"EvalConfig.baselines must be among {list(BASELINES)}, got {bad}")
+        if self.per_class_test is not None and self.per_class_test < 1:
+            raise InvalidInputError(f"EvalConfig.per_class_test must be >= 1, got {self.per_class_test}")
+        self.extra_data = tuple(str(p) for p in self.extra_data)
+        self.baselines = tuple(self.baselines)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["extra_data"] = list(self.extra_data)
+        d["baselines"] = list(self.baselines)
+        return d
+
+
+@dataclass
+class EvalResult:
+    """Everything a report needs. ``metrics`` keys are ``SET/METRIC`` for the model and
+    ``SET/SYSTEM/METRIC`` for a baseline (as in training)."""
+
+    config: EvalConfig
+    model: dict[str, Any]
+    labels: list[str]
+    data: dict[str, dict[str, Any]]
+    measured: dict[str, dict[str, Measured]]
+    systems: dict[str, str]
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for ds, by_system in self.measured.items():
+            for system, m in by_system.items():
+                infix = "" if system == "model" else f"{system}/"
+                out.update({f"{ds}/{infix}{k}": v for k, v in m.metrics.items()})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        def clean(v: Any) -> Any:
+            if isinstance(v, float) and not math.isfinite(v):
+                return None
+            if isinstance(v, float):
+                return round(v, 6)
+            return v
+
+        return {
+            "config": self.config.to_dict(),
+            "model": self.model,
+            "labels": self.labels,
+            "data": self.data,
+            "systems": self.systems,
+            "seconds": round(self.seconds, 2),
+            "notes": self.notes,
+            "metrics": {k: clean(v) for k, v in sorted(self.metrics.items())},
+            "per_class": {ds: {s: m.per_class for s, m in bs.items()} for ds, bs in self.measured.items()},
+            "confusion": {ds: bs["model"].confusion for ds, bs in self.measured.items() if "model" in bs},
+            "coverage": {
+                ds: {s: [{k: clean(v) for k, v in r.items()} for r in m.coverage] for s, m in bs.items()}
+                for ds, bs in self.measured.items()
+            },
+            "reliability": {ds: {s: m.reliability for s, m in bs.items()} for ds, bs in self.measured.items()},
+        }
+
+
+@dataclass
+class _Scored:
+    """One pool scored by the model (and the baselines)."""
+
+    y: np.ndarray
+    X: np.ndarray
+    analyses: list[JobAnalysis]
+    proba: np.ndarray
+    pred: np.ndarray
+    ranks: list[tuple[int | None, int | None, bool]]
+    seconds: np.ndarray
+    texts: list[str]
+    baselines: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def features(self, pool: Pool) -> FeatureSet:
+        return FeatureSet(pool.examples, self.X, self.y, self.texts)
+
+
+def _score(model: DenpexModel, pool: Pool, index: dict[str, int], progress: Progress) -> _Scored:
+    """Classify every job of a pool as ``classify`` does, timing each one."""
+    rows, analyses, probas, preds, ranks, secs, texts = [], [], [], [], [], [], []
+    tick = progress(f"classifying {pool.name}", len(pool.examples))
+    for ex in pool.examples:
+        t0 = time.perf_counter()
+        a = model.analyse(incident_bundle(ex.source))
+        p = model.predict_proba([a])[0]
+        d = model._diagnosis(a, p, t0)
+        secs.append(time.perf_counter() - t0)
+        rows.append(model.featurizer.base_vector(a))
+        analyses.append(a)
+        probas.append(p)
+        preds.append(-1 if d.label == UNKNOWN_ID else index[d.label])
+        ranks.append((ex.initiating_rank, d.initiating_rank, ex.initiating_rank in a.bundle.streams))
+        texts.append(bundle_text(a.bundle))
+        tick()
+    n = len(model.labels)
+    return _Scored(
+        y=np.asarray([index.get(e.label, -1) for e in pool.examples], dtype=np.int64),
+        X=np.stack(rows) if rows else np.zeros((0, model.featurizer.n_base_features), np.float32),
+        analyses=analyses,
+        proba=np.stack(probas) if probas else np.zeros((0, n)),
+        pred=np.asarray(preds, dtype=np.int64),
+        ranks=ranks,
+        seconds=np.asarray(secs),
+        texts=texts,
+    )
+
+
+def _rediagnose(model: DenpexModel, s: _Scored, proba: np.ndarray, pool: Pool, index: dict[str, int]) -> None:
+    """Replace the model's scores of a pool by out-of-fold ones (same abstention/initiator rules)."""
+    s.proba = proba
+    preds, ranks = [], []
+    for a, p, ex in zip(s.analyses, proba, pool.examples, strict=True):
+        d = model._diagnosis(a, p, time.perf_counter())
+        preds.append(-1 if d.label == UNKNOWN_ID else index[d.label])
+        ranks.append((ex.initiating_rank, d.initiating_rank, ex.initiating_rank in a.bundle.streams))
+    s.pred = np.asarray(preds, dtype=np.int64)
+    s.ranks = ranks
+
+
+def _fit_tfidf(fs: FeatureSet, labels: list[str], real_weight: float) -> TfidfBaseline:
+    known = fs.y >= 0
+    w, _ = _weights(fs.subset(known), real_weight)
+    return TfidfBaseline(labels).fit([fs.texts[i] for i in np.flatnonzero(known)], fs.y[known], w)
+
+
+def _baseline_pred(name: str, P: np.ndarray) -> np.ndarray:
+    """Argmax, or -1 (abstain) where a rule-like baseline found no evidence at all."""
+    pred = P.argmax(axis=1) if len(P) else np.zeros(0, np.int64)
+    if name in ("rule", "gpualert"):
+        pred = np.where(P.sum(axis=1) > 0, pred, -1)
+    return np.asarray(pred, dtype=np.int64)
+
+
+def _model_info(model: DenpexModel, model_dir: str | None) -> dict[str, Any]:
+    from denpex_ml.model.persistence import models_root
+
+    path = Path(model_dir) if model_dir else models_root() / "default"
+    m = model.manifest
+    h = hashlib.sha256(json.dumps(m.get("files", {}), sort_keys=True).encode()).hexdigest()[:16]
+    return {
+        "path": str(path),
+        "files_hash": h,
+        "encoder": m.get("encoder"),
+        "taxonomy_hash": m.get("taxonomy_hash"),
+        "training_data_hash": m.get("training_data_hash"),
+        "training_counts": m.get("training_counts"),
+        "abstain_threshold": model.abstain_threshold,
+        "config": m.get("config", {}),
+    }
+
+
+def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalResult:
+    """Evaluate a model and the baselines on every data set; see the module docstring."""
+    t_start = time.perf_counter()
+    model = load_model(config.model_dir)
+    labels = list(model.labels)
+    index = {lab: i for i, lab in enumerate(labels)}
+    mcfg = dict(model.manifest.get("config", {}))
+    tcfg = TrainConfig.from_dict({**mcfg, "real_data": None, "extra_data": ()})
+    real_path = mcfg.get("real_data") if config.real_data == "" else config.real_data
+    notes: list[str] = []
+    if real_path and not Path(real_path).exists():
+        notes.append(f"real data {real_path} not found: real and real-unknown rows left out")
+        real_path = None
+    trained_real = bool(real_path) and real_path == mcfg.get("real_data")
+    pools, sets = build_pools(
+        mcfg,
+        model.taxonomy,
+        per_class_test=config.per_class_test,
+        real_data=real_path,
+        real_trained_on=trained_real,
+        extra_data=config.extra_data,
+    )
+    for p in config.extra_data:
+        if p in (mcfg.get("extra_data") or []):
+            notes.append(f"{p} is in the model's training data: its figures are not held-out")
+    if "real" in pools and pools["real"].trained_on and not config.real_cv:
+        sets = [s for s in sets if s.name != "real"]
+        notes.append("real: left out (the model trained on these incidents; run with --real-cv)")
+
+    scored = {name: _score(model, pool, index, progress) for name, pool in pools.items()}
+
+    entry_emb = model.encoder.encode([model.taxonomy.get(lab).text_for_search() for lab in labels])
+    need_train = "tfidf" in config.baselines or (config.real_cv and "real" in pools)
+    train_fs: FeatureSet | None = None
+    if need_train:
+        train_ex = synthetic_train(mcfg, model.taxonomy)
+        train_fs = featurize(model.featurizer, train_ex, index, keep=False, progress=progress, name="synthetic train")
+
+    # real incidents: out-of-fold model and TF-IDF scores, grouped by source thread
+    if "real" in pools and config.real_cv and train_fs is not None:
+        pool, s = pools["real"], scored["real"]
+        real_fs = s.features(pool)
+        folds = min(tcfg.cv_folds, len(set(real_fs.groups)))
+        oof = np.zeros_like(s.proba)
+        tf_oof = np.zeros_like(s.proba)
+        tick = progress("cross-validating on real incidents", folds)
+        for tr, te in GroupKFold(folds).split(real_fs.X, real_fs.y, real_fs.groups):
+            fold_fs = _concat(train_fs, real_fs.subset(np.isin(np.arange(len(real_fs)), tr)))
+            head = _fit_head(fold_fs, model.head.layout, entry_emb, tcfg)
+            oof[te] = head.predict_proba(real_fs.X[te])
+            if "tfidf" in config.baselines:
+                tf_oof[te] = _fit_tfidf(fold_fs, labels, tcfg.real_weight).predict_proba([s.texts[i] for i in te])
+            tick()
+        _rediagnose(model, s, oof, pool, index)
+        if "tfidf" in config.baselines:
+            s.baselines["tfidf"] = tf_oof
+        notes.append(f"real: {folds}-fold GroupKFold by source thread, head refitted per fold")
+
+    # baselines on every pool
+    rule = RuleBaseline(model.matcher)
+    zeroshot = ZeroShotBaseline(entry_emb)
+    d = model.encoder.dim
+    gpu_version = gpualert_version()
+    gpu = GPUAlertBaseline(labels) if "gpualert" in config.baselines and gpu_version else None
+    tfidf = None
+    if "tfidf" in config.baselines and train_fs is not None:
+        fit_fs = train_fs
+        if "real" in pools and trained_real:
+            fit_fs = _concat(train_fs, scored["real"].features(pools["real"]))
+        tfidf = _fit_tfidf(fit_fs, labels, tcfg.real_weight)
+    for name, pool in pools.items():
+        s = scored[name]
+        if "rule" in config.baselines:
+            s.baselines["rule"] = rule.predict_proba([a.bundle for a in s.analyses]) if len(s.y) else s.proba * 0
+        if "zeroshot" in config.baselines:
+            s.baselines["zeroshot"] = zeroshot.predict_proba(model.head.layout.embedding(s.X)[:, :d])
+        if gpu is not None:
+            s.baselines["gpualert"] = gpu.predict_proba([e.source for e in pool.examples])
+        if tfidf is not None and "tfidf" not in s.baselines:
+            s.baselines["tfidf"] = tfidf.predict_proba(s.texts)
+
+    # measure every system on every data set
+    measured: dict[str, dict[str, Measured]] = {}
+    data: dict[str, dict[str, Any]] = {}
+    for es in sets:
+        s, pool, mask = scored[es.pool], pools[es.pool], es.mask
+        ex = es.examples(pools)
+        by: dict[str, Measured] = {
+            "model": measure(
+                s.proba[mask],
+                s.y[mask],
+                s.pred[mask],
+                labels,
+                initiator=[r for r, k in zip(s.ranks, mask, strict=True) if k],
+                seconds=s.seconds[mask],
+            )
+        }
+        for b, P in s.baselines.items():
+            by[b] = measure(P[mask], s.y[mask], _baseline_pred(b, P[mask]), labels)
+        measured[es.name] = by
+        y = s.y[mask]
+        data[es.name] = {
+            "description": es.description,
+            "split": pool.split,
+            "n": int(mask.sum()),
+            "n_known": int((y >= 0).sum()),
+            "n_unknown": int((y < 0).sum()),
+            "n_classes": len(set(y[y >= 0].tolist())),
+            "hash": data_hash(ex),
+        }
+    systems = {
+        "model": f"denpex_ml model {Path(config.model_dir).name if config.model_dir else 'default'}",
+        "rule": "taxonomy fingerprint regexes only",
+        "tfidf": "TF-IDF + logistic regression on the whole log",
+        "zeroshot": "nearest taxonomy entry by embedding similarity",
+        "gpualert": f"GPUAlert {gpu_version}" if gpu_version else "GPUAlert: not installed",
+    }
+    systems = {k: v for k, v in systems.items() if k == "model" or k in config.baselines}
+    return EvalResult(
+        config=config,
+        model=_model_info(model, config.model_dir),
+        labels=labels,
+        data=data,
+        measured=measured,
+        systems=systems,
+        seconds=time.perf_counter() - t_start,
+        notes=notes,
+    )
+
+
+def run_eval(
+    config: EvalConfig,
+    out: str | Path,
+    *,
+    progress: Progress = _no_progress,
+    track: bool = False,
+    experiment: str = "denpex-ml-eval",
+) -> EvalResult:
+    """Evaluate, write ``report.md``, ``metrics.json`` and the PNG plots to ``out``, and
+    optionally log it all to mlflow as one run."""
+    from denpex_ml.evaluation.plots import write_plots
+    from denpex_ml.evaluation.report import write_report
+
+    result = evaluate(config, progress=progress)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(result, out)
+    write_report(result, out, plots)
+    if track:
+        log_eval_run(result, out, experiment=experiment)
+    return result
+
+
+def log_eval_run(result: EvalResult, out: Path, *, experiment: str) -> str:
+    """Log params, metrics and the report directory to mlflow as one run; return its id."""
+    import mlflow
+
+    from denpex_ml.tracking import tracking_uri
+
+    mlflow.set_tracking_uri(tracking_uri())
+    mlflow.set_experiment(experiment)
+    with mlflow.start_run(run_name=f"eval-{Path(result.model['path']).name}") as run:
+        params = {f"eval.{k}": str(v) for k, v in result.config.to_dict().items()}
+        params.update({f"model.{k}": str(v) for k, v in result.model.items() if k != "config"})
+        params.update({f"data.{k}.hash": v["hash"] for k, v in result.data.items()})
+        mlflow.log_params(params)
+        mlflow.log_metrics(
+            {
+                k.replace("/", ".").replace(":", "_"): float(v)
+                for k, v in result.metrics.items()
+                if isinstance(v, (int, float)) and math.isfinite(v)
+            }
+        )
+        mlflow.log_artifacts(str(out), artifact_path="report")
+        return str(run.info.run_id)
