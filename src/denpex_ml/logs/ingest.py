@@ -59,6 +59,16 @@ class _Stream:
     n_salient: int = 0
     hosts: set[str] = field(default_factory=set)
 
+    def offer_salient(self, item: tuple[str, int, str, str | None, bool], cap: int, per_template: int) -> None:
+        """Keep a salient line unless the budget is spent or its template was kept often enough."""
+        if len(self.salient) >= cap:
+            return
+        tpl = _TEMPLATE.sub("#", item[2])
+        seen = self.templates.get(tpl, 0)
+        self.templates[tpl] = seen + 1
+        if seen < per_template:
+            self.salient.append(item)
+
 
 class _Builder:
     """Assigns lines to streams and keeps a bounded sample of each."""
@@ -219,14 +229,11 @@ class _Builder:
             for i in idx[:take_head]:
                 st.head.append((source, lineno + i + 1, texts[i], None, i in salient))
             cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
+            n_head = min(take_head, len(idx))
+            last_head = idx[n_head - 1] if n_head else -1  # idx is sorted: lines up to here went to the head
             for i in sal_idx:
-                if i in idx[:take_head] or len(st.salient) >= cap:
-                    continue
-                tpl = _TEMPLATE.sub("#", texts[i])
-                seen = st.templates.get(tpl, 0)
-                st.templates[tpl] = seen + 1
-                if seen < ret.per_template:
-                    st.salient.append((source, lineno + i + 1, texts[i], None, True))
+                if i > last_head:
+                    st.offer_salient((source, lineno + i + 1, texts[i], None, True), cap, ret.per_template)
             st.tail.extend((source, lineno + i + 1, texts[i], None, i in salient) for i in idx[take_head:][-ret.tail :])
         return lineno + len(pairs)
 
@@ -247,12 +254,7 @@ class _Builder:
             return
         if salient:
             st.n_salient += 1
-            if len(st.salient) < self.ret.salient * (4 if key == GLOBAL_STREAM else 1):
-                tpl = _TEMPLATE.sub("#", text)
-                seen = st.templates.get(tpl, 0)
-                st.templates[tpl] = seen + 1
-                if seen < self.ret.per_template:
-                    st.salient.append(item)
+            st.offer_salient(item, self.ret.salient * (4 if key == GLOBAL_STREAM else 1), self.ret.per_template)
         st.tail.append(item)
 
     def finish(self, masker: Masker) -> LogBundle:
