@@ -6,6 +6,9 @@ Each measurement runs in a fresh Python process (so load time includes imports a
 belongs to that job alone); figures are medians over ``--repeat`` runs. Jobs are the
 deterministic interleaved torchrun logs of :mod:`bench.gen_log` (one CUDA OOM on one rank,
 watchdog timeouts on others, realistic noise), cached under ``<out>/cache``.
+
+The pieces are importable (``python -m bench`` uses them): :func:`job_log`,
+:func:`run_classify_once`, :func:`bench_job`, :func:`markdown_table`.
 """
 
 from __future__ import annotations
@@ -17,10 +20,20 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.gen_log import culprit_rank, parse_size, write_interleaved_log
 from bench.ingest import machine_info
+
+__all__ = ["bench_job", "job_log", "main", "markdown_table", "run_classify_once"]
+
+MB = 1_000_000  # decimal megabytes, as in bench.ingest
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _progress(msg: str) -> None:
+    print(f"[bench.classify {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def _worker(path: str) -> int:
@@ -49,12 +62,14 @@ def _worker(path: str) -> int:
     return 0
 
 
-def _run_with_rss(path: str) -> dict[str, object]:
-    """One classify in a fresh process; its own peak RSS comes from ``os.wait4``."""
+def run_classify_once(path: str | os.PathLike[str]) -> dict[str, object]:
+    """One load + classify in a fresh process; its own peak RSS (decimal MB) comes from ``os.wait4``."""
+    arg = str(path) if str(path) == "-" else str(Path(path).resolve())  # the worker runs in the repo root
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.classify", "--worker", path],
+        [sys.executable, "-m", "bench.classify", "--worker", arg],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=REPO,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert proc.stdout is not None
@@ -65,8 +80,75 @@ def _run_with_rss(path: str) -> dict[str, object]:
     if proc.returncode != 0:
         raise RuntimeError(f"classify worker failed on {path} (exit {proc.returncode})")
     result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss_mb"] = usage.ru_maxrss / 1024
+    result["peak_rss_mb"] = usage.ru_maxrss * 1024 / MB
     return result
+
+
+_run_with_rss = run_classify_once  # the old private name
+
+
+def job_log(cache: Path, size_text: str, ranks: int) -> Path:
+    """The cached ``bench.gen_log`` log of ``size_text`` bytes and ``ranks`` ranks (seed 0), made once."""
+    path = cache / f"classify-{size_text}-{ranks}r.log"
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        _progress(f"generating {path} ...")
+        partial = path.with_suffix(".log.tmp")
+        write_interleaved_log(partial, parse_size(size_text), ranks=ranks, seed=0)
+        partial.replace(path)  # only complete logs are ever reused
+    return path
+
+
+def bench_job(
+    path: Path,
+    size_text: str,
+    ranks: int,
+    *,
+    repeat: int,
+    progress: Callable[[str], None] = _progress,
+) -> dict[str, object]:
+    """``repeat`` fresh-process runs of one job; medians of the times, max of the peak RSS."""
+    runs = []
+    for i in range(repeat):
+        progress(f"{size_text} x{ranks} ranks: run {i + 1}/{repeat}")
+        runs.append(run_classify_once(path))
+    n_bytes = path.stat().st_size
+    classify_s = statistics.median(float(r["classify_s"]) for r in runs)  # type: ignore[arg-type]
+    return {
+        "size": size_text,
+        "ranks": ranks,
+        "bytes": n_bytes,
+        "path": str(path),
+        "load_s": statistics.median(float(r["load_s"]) for r in runs),  # type: ignore[arg-type]
+        "classify_s": classify_s,
+        "mb_s": n_bytes / MB / classify_s if classify_s > 0 else None,
+        "peak_rss_mb": max(float(r["peak_rss_mb"]) for r in runs),  # type: ignore[arg-type]
+        "embedding_calls": runs[0]["embedding_calls"],
+        "templates": runs[0]["templates"],
+        "lines": runs[0]["lines"],
+        "label": runs[0]["label"],
+        "initiating_rank": runs[0]["initiating_rank"],
+        "true_initiating_rank": culprit_rank(ranks, 0),
+        "runs": runs,
+    }
+
+
+def markdown_table(rows: list[dict[str, object]], *, names: list[str] | None = None) -> str:
+    """The classify table; ``names`` (e.g. small/medium/large) add a first column."""
+    head = "| job | ranks | load s | classify s | MB/s | peak RSS MB | embedding calls | label | first rank (true) |"
+    sep = "|---|---|---|---|---|---|---|---|---|"
+    if names is not None:
+        head, sep = "| name " + head, "|---" + sep
+    md = [head, sep]
+    for i, r in enumerate(rows):
+        mbs = r["bytes"] / MB / r["classify_s"]  # type: ignore[operator]
+        first = f"| {names[i]} " if names is not None else ""
+        md.append(
+            f"{first}| {r['size']} | {r['ranks']} | {r['load_s']:.2f} | {r['classify_s']:.2f} | {mbs:.1f} | "
+            f"{r['peak_rss_mb']:.0f} | {r['embedding_calls']} | {r['label']} | "
+            f"{r['initiating_rank']} ({r['true_initiating_rank']}) |"
+        )
+    return "\n".join(md)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,41 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     specs = [s.split(":") for s in args.sizes.split(",")]
     for size_text, ranks_text in sorted(specs, key=lambda s: parse_size(s[0])):
-        size, ranks = parse_size(size_text), int(ranks_text)
-        path = cache / f"classify-{size_text}-{ranks}r.log"
-        if not path.exists():
-            print(f"generating {path} ...", file=sys.stderr)
-            write_interleaved_log(path, size, ranks=ranks, seed=0)
-        runs = []
-        for i in range(args.repeat):
-            print(f"{size_text} x{ranks} ranks: run {i + 1}/{args.repeat}", file=sys.stderr)
-            runs.append(_run_with_rss(str(path)))
-        row = {
-            "size": size_text,
-            "ranks": ranks,
-            "bytes": path.stat().st_size,
-            "load_s": statistics.median(float(r["load_s"]) for r in runs),  # type: ignore[arg-type]
-            "classify_s": statistics.median(float(r["classify_s"]) for r in runs),  # type: ignore[arg-type]
-            "peak_rss_mb": max(float(r["peak_rss_mb"]) for r in runs),  # type: ignore[arg-type]
-            "embedding_calls": runs[0]["embedding_calls"],
-            "templates": runs[0]["templates"],
-            "label": runs[0]["label"],
-            "initiating_rank": runs[0]["initiating_rank"],
-            "true_initiating_rank": culprit_rank(ranks, 0),
-            "runs": runs,
-        }
-        rows.append(row)
-    md = [
-        "| job | ranks | load s | classify s | MB/s | peak RSS MB | embedding calls | label | first rank (true) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        mbs = r["bytes"] / 1e6 / r["classify_s"]  # type: ignore[operator]
-        md.append(
-            f"| {r['size']} | {r['ranks']} | {r['load_s']:.2f} | {r['classify_s']:.2f} | {mbs:.1f} | {r['peak_rss_mb']:.0f} | "
-            f"{r['embedding_calls']} | {r['label']} | {r['initiating_rank']} ({r['true_initiating_rank']}) |"
-        )
-    table = "\n".join(md)
+        ranks = int(ranks_text)
+        rows.append(bench_job(job_log(cache, size_text, ranks), size_text, ranks, repeat=args.repeat))
+    table = markdown_table(rows)
     (args.out / "classify.md").write_text(table + "\n")
     (args.out / "classify.json").write_text(
         json.dumps({"machine": machine_info(), "results": rows}, indent=2, default=str) + "\n"

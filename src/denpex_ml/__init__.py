@@ -29,6 +29,9 @@ from denpex_ml.errors import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from denpex_ml.batch.results import JobResult
     from denpex_ml.logs import IngestLimits, LogSource
     from denpex_ml.model.core import DenpexModel
     from denpex_ml.model.diagnosis import Diagnosis, Evidence
@@ -44,6 +47,7 @@ __all__ = [
     "Evidence",
     "InputTooLargeError",
     "InvalidInputError",
+    "JobResult",
     "LogNotFoundError",
     "ModelError",
     "NotALogError",
@@ -54,6 +58,7 @@ __all__ = [
     "classify",
     "load_model",
     "read_logs",
+    "score_archive",
 ]
 
 
@@ -94,6 +99,15 @@ def load_model(path: str | os.PathLike[str] | None = None, **kwargs: object) -> 
     return _load(path, **kwargs)  # type: ignore[arg-type]
 
 
+def score_archive(path: str | os.PathLike[str], **kwargs: object) -> Iterator[JobResult]:
+    """Score every job of a directory or archive of failed jobs, one :class:`JobResult` per job
+    (error rows included); see :func:`denpex_ml.batch.score.score_archive` for the options
+    (``workers``, ``engine="ray"``, ``job_pattern``, ``skip`` ...)."""
+    from denpex_ml.batch.score import score_archive as _score
+
+    return _score(path, **kwargs)  # type: ignore[arg-type]
+
+
 def __getattr__(name: str) -> object:
     # Lazy re-exports: importing denpex_ml stays cheap (no numpy/sklearn/model at import).
     if name in ("Diagnosis", "Evidence"):
@@ -104,6 +118,10 @@ def __getattr__(name: str) -> object:
         from denpex_ml.model.core import DenpexModel
 
         return DenpexModel
+    if name == "JobResult":
+        from denpex_ml.batch.results import JobResult
+
+        return JobResult
     if name == "read_logs":
         from denpex_ml.logs import read_logs
 

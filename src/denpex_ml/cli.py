@@ -343,9 +343,23 @@ class _progress:
         self._bar.__exit__(None, None, None)
 
 
+def _add_incidents(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from denpex_ml.cli_incidents import add_parser
+
+    add_parser(sub)
+
+
+def _add_score(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from denpex_ml.cli_score import add_parser
+
+    add_parser(sub)
+
+
 #: Closed registry of subcommands: name -> function adding its parser.
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
     "classify": _add_classify,
+    "incidents": _add_incidents,
+    "score": _add_score,
     "eval": _add_eval,
     "ingest": _add_ingest,
     "synth": _add_synth,

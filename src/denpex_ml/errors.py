@@ -13,14 +13,18 @@ __all__ = [
     "DatasetError",
     "DatasetLabelError",
     "DenpexError",
+    "DependencyMissingError",
+    "DuplicateIncidentError",
     "InputTooLargeError",
     "InvalidInputError",
     "LogNotFoundError",
     "ModelError",
     "NotALogError",
     "TaxonomyError",
+    "UnknownIncidentError",
     "UnknownLabelError",
     "UnsafeArchiveMemberError",
+    "WorkerCrashedError",
 ]
 
 
@@ -75,5 +79,31 @@ class DatasetLabelError(DatasetError, UnknownLabelError):
     """
 
 
+class DuplicateIncidentError(DatasetError):
+    """An incident is already stored: same content, or its id is taken.
+
+    ``existing_id`` is the id of the stored incident it collides with.
+    """
+
+    def __init__(self, message: str, existing_id: str | None = None) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+
+class UnknownIncidentError(DatasetError, KeyError):
+    """No incident with the given id is stored (the message lists close ids)."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
 class ModelError(DenpexError, ValueError):
     """A model directory is missing, corrupt, incompatible or fails its checksums."""
+
+
+class DependencyMissingError(DenpexError, ImportError):
+    """An optional feature needs a package that is not installed (the message names the extra)."""
+
+
+class WorkerCrashedError(DenpexError, RuntimeError):
+    """A worker process died while scoring a job (killed for memory, a crash in native code)."""

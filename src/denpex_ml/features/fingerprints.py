@@ -21,6 +21,8 @@ __all__ = ["ROLE_FEATURES", "FingerprintHit", "FingerprintMatcher"]
 
 #: Per-entry feature columns, in order.
 ROLE_FEATURES = ("root_cause", "root_cause_n", "symptom", "context")
+# anchors, or look-arounds that could see a neighbouring line's newline
+_LINE_SENSITIVE = re.compile(r"(?<!\\)[$^]|\\[AZzn]|\(\?[a-z]*[ms]|\(\?<?[=!][^)]*(?:\\[sWDS]|\[\^)")
 _PY_ONLY = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\*\+|\+\+|\?\+")
 
 
@@ -61,6 +63,7 @@ class FingerprintMatcher:
         self._set = re2.Set.SearchSet(opts)
         self._set_ids: list[int] = []
         self._python: list[tuple[int, re.Pattern[str]]] = []
+        self._python_per_line: list[tuple[int, re.Pattern[str]]] = []  # not safe to pre-test on joined text
         for i, (_, fp) in enumerate(self.fingerprints):
             pattern = re2.escape(fp.pattern) if fp.kind is FingerprintKind.LITERAL else fp.pattern
             if fp.ignore_case:
@@ -75,6 +78,8 @@ class FingerprintMatcher:
                 self._set_ids.append(i)
             else:
                 self._python.append((i, fp.regex))
+                if _LINE_SENSITIVE.search(fp.pattern):
+                    self._python_per_line.append((i, fp.regex))
         self._set.Compile()
 
     @property
@@ -84,22 +89,33 @@ class FingerprintMatcher:
     def entry_of(self, index: int) -> str:
         return self.fingerprints[index][0]
 
-    def match_text(self, text: str) -> list[int]:
-        """Indices (into :attr:`fingerprints`) of every fingerprint found in one line."""
+    def match_text(self, text: str, python: Sequence[tuple[int, re.Pattern[str]]] | None = None) -> list[int]:
+        """Indices (into :attr:`fingerprints`) of every fingerprint found in one line.
+
+        ``python``: the Python-only patterns to try (default all; :meth:`scan` passes those
+        found somewhere in the job's text).
+        """
         found = [self._set_ids[j] for j in (self._set.Match(text) or ())]
-        for i, rx in self._python:
+        for i, rx in self._python if python is None else python:
             if rx.search(text):
                 found.append(i)
         return found
 
     def scan(self, lines: Iterable[LogLine]) -> list[FingerprintHit]:
         """Hits over many lines; identical texts are matched once."""
+        lines = list(lines)
         cache: dict[str, list[int]] = {}
+        # Python-only patterns (no anchors, no newlines) are tried per line only when they
+        # match somewhere in the job's text: one search instead of one per line.
+        joined = "\n".join(dict.fromkeys(line.text for line in lines))
+        python = self._python_per_line + [
+            (i, rx) for i, rx in self._python if (i, rx) not in self._python_per_line and rx.search(joined)
+        ]
         hits: list[FingerprintHit] = []
         for line in lines:
             idx = cache.get(line.text)
             if idx is None:
-                idx = cache[line.text] = self.match_text(line.text)
+                idx = cache[line.text] = self.match_text(line.text, python)
             for i in idx:
                 entry_id, fp = self.fingerprints[i]
                 hits.append(FingerprintHit(entry_id, fp, line))

@@ -22,15 +22,17 @@ _GLOG_HEADER = re.compile(r"^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d+ +(?:\d+ )?[\w.
 _LEADING_TS = re.compile(
     r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*|^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d "
 )
-_TEMPLATE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
-    (re.compile(r"\bnode-\d+\b"), "<node>"),
-    (re.compile(r"\bip-\d+\b"), "<ip>"),
-    (re.compile(r"(?:/[\w.@+-]+){2,}/([\w.@+-]+)"), r"<path>/\1"),
-    (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
-    (re.compile(r"[ \t]+"), " "),
+#: (substring that must be present, pattern, replacement): the substring test skips most
+#: regex calls on most lines.
+_TEMPLATE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("0x", re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
+    ("-", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    ("node-", re.compile(r"\bnode-\d+\b"), "<node>"),
+    ("ip-", re.compile(r"\bip-\d+\b"), "<ip>"),
+    ("/", re.compile(r"(?:/[\w.@+-]+){2,}/([\w.@+-]+)"), r"<path>/\1"),
+    ("", re.compile(r"\d+(?:\.\d+)?"), "<n>"),
 )
+_SPACES = re.compile(r"[ \t]+")
 EXCEPTION_RE = re.compile(
     r"\b\w*(?:Error|Exception|Interrupt)\b|Traceback|[Ss]egmentation fault|Killed|SIG[A-Z]{3,}|core dumped|"
     r"NCCL WARN|Xid|[Ff]atal|FAILED|[Aa]borted|terminate called|exit(?:ed with)? ?code|exitcode"
@@ -43,10 +45,15 @@ def template(text: str) -> str:
     >>> template("[E419 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank 3] ran for 600011 ms on node-2")
     '[Rank <n>] ran for <n> ms on <node>'
     """
-    text = _LEADING_TS.sub("", text)
-    text = _GLOG_HEADER.sub("", text)
-    for rx, repl in _TEMPLATE_RULES:
-        text = rx.sub(repl, text)
+    for rx in (_LEADING_TS, _GLOG_HEADER):
+        m = rx.match(text)
+        if m:
+            text = text[m.end() :]
+    for needle, rx, repl in _TEMPLATE_RULES:
+        if needle in text:
+            text = rx.sub(repl, text)
+    if "  " in text or "\t" in text:
+        text = _SPACES.sub(" ", text)
     return text.strip()[:400]
 
 
@@ -66,9 +73,12 @@ def select_lines(
 ) -> list[SelectedLine]:
     """At most ``max_lines`` distinct templates of the job, most telling first."""
     best: dict[str, tuple[float, LogLine, set[str], int]] = {}
+    templates: dict[str, str] = {}  # a line is often offered more than once (hit, salient, tail)
 
     def offer(line: LogLine, priority: float, reason: str) -> None:
-        tpl = template(line.text)
+        tpl = templates.get(line.text)
+        if tpl is None:
+            tpl = templates[line.text] = template(line.text)
         if not tpl:
             return
         cur = best.get(tpl)

@@ -17,9 +17,10 @@ import tarfile
 import zipfile
 import zlib
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import re2
 
@@ -30,11 +31,11 @@ from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_text_blocks
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
-from denpex_ml.logs.sources import Member, ReadBudget, iter_members, opened
+from denpex_ml.logs.sources import Member, ReadBudget, iter_bytes_members, iter_members, opened
 
-__all__ = ["LogSource", "read_logs"]
+__all__ = ["LogSource", "read_logs", "read_members"]
 
-LogSource = str | os.PathLike[str] | Mapping[int | str, str]
+LogSource = str | os.PathLike[str] | Mapping[int | str, str] | Mapping[int | str, bytes]
 
 SALIENT_PATTERN = (
     r"[Ee]rror|ERROR|[Ee]xception|Traceback|[Ff]ail|FAIL|[Ff]atal|FATAL|[Aa]bort|[Tt]ime(?:d )?out|[Kk]illed|"
@@ -96,8 +97,22 @@ class _Builder:
     def add_block(self, block: str, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
         """Parse, mask and retain one block of complete lines; returns the last line number."""
         raw = block.encode("utf-8", errors="replace")
-        if _fast_path_ok(raw):
+        m = _NOT_FAST_B.search(raw)
+        if m is None:
             return self._add_block_fast(block, raw, masker, source, file_rank, lineno)
+        split = raw.rfind(b"\n", 0, m.start()) + 1
+        if split >= _MIN_FAST_PREFIX:
+            # the lines before the first one that needs the general parser take the fast path
+            # (typically all but a launcher summary at the end of the log)
+            head, raw = raw[:split], raw[split:]
+            lineno = self._add_block_fast(head.decode("utf-8", "replace"), head, masker, source, file_rank, lineno)
+            block = raw.decode("utf-8", "replace")
+        return self._add_block_general(block, raw, masker, source, file_rank, lineno)
+
+    def _add_block_general(
+        self, block: str, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int
+    ) -> int:
+        """Any mix of launcher formats, line by line."""
         lines = block.split("\n")
         if lines and not lines[-1]:
             lines.pop()
@@ -321,6 +336,10 @@ _NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN.encode())
 _NCCL_HOST_IN_TEXT = re2.compile(rb"([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL")
 
 
+#: A block is split into a fast-path head and a general tail only when the head has this many bytes.
+_MIN_FAST_PREFIX = 16 * 1024
+
+
 def _fast_path_ok(raw: bytes) -> bool:
     return _NOT_FAST_B.search(raw) is None
 
@@ -375,12 +394,10 @@ def _ingest_stream(
         raise ArchiveError(f"{name}: read failed ({exc})") from None
 
 
-def _mapping_items(source: Mapping[int | str, str]) -> Iterable[tuple[str, str]]:
+def _mapping_items(source: Mapping[int | str, str | bytes]) -> Iterable[tuple[str, str | bytes]]:
     for key, value in source.items():
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", errors="replace")
-        if not isinstance(value, str):
-            raise InvalidInputError(f"log mapping: value of {key!r} must be str, got {type(value).__name__}")
+        if not isinstance(value, (str, bytes)):
+            raise InvalidInputError(f"log mapping: value of {key!r} must be str or bytes, got {type(value).__name__}")
         if isinstance(key, bool) or not isinstance(key, (int, str)):
             raise InvalidInputError(f"log mapping: key {key!r} must be a rank (int) or a file name (str)")
         if isinstance(key, int):
@@ -408,7 +425,8 @@ def read_logs(
     source:
         A log file (plain or .gz), a directory of per-rank files (read recursively), an
         archive (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip), or a mapping
-        ``rank or file name -> text``.
+        ``rank or file name -> text``. A ``bytes`` value is a file's raw content: plain,
+        gzip-compressed or an archive, read with the same checks as a file on disk.
     text:
         Raw log text, instead of ``source``.
     limits, retention:
@@ -444,34 +462,67 @@ def read_logs(
         _ingest_stream(builder, masker, io.BytesIO(text.encode("utf-8", errors="replace")), "<text>", limits)
         return builder.finish(masker)
     if isinstance(source, Mapping):
+        budget = ReadBudget(limits, "log mapping")
+        members: list[Member] = []
         for name, value in _mapping_items(source):
-            _ingest_stream(builder, masker, io.BytesIO(value.encode("utf-8", errors="replace")), name, limits)
-        return builder.finish(masker)
+            if isinstance(value, bytes):  # raw file content: plain, gzip or an archive
+                members.extend(iter_bytes_members(name, value, limits, budget))
+            else:
+                members.append(Member(name, _text_opener(value)))
+        return _read_members(builder, masker, members, budget, strict=False, what="log mapping")
     if not isinstance(source, (str, os.PathLike)):
         raise InvalidInputError(
             f"read_logs: source must be a path, a mapping rank -> text, or text=...; got {type(source).__name__}"
         )
     path = Path(source)
     budget = ReadBudget(limits, str(path))
-    members: list[Member] = []
-    binaries: list[str] = []
-    single_file = path.is_file()
-    for member in iter_members(path, limits, budget):
-        members.append(member)
+    strict = path.is_file() and not _is_archive_name(path)
+    return _read_members(builder, masker, iter_members(path, limits, budget), budget, strict=strict, what=str(path))
+
+
+def _text_opener(text: str) -> Callable[[], BinaryIO]:
+    return lambda: io.BytesIO(text.encode("utf-8", errors="replace"))
+
+
+def _read_members(
+    builder: _Builder, masker: Masker, members: Iterable[Member], budget: ReadBudget, *, strict: bool, what: str
+) -> LogBundle:
+    """Ingest every member; binary members are skipped with a warning (or raise when ``strict``)."""
+    n = 0
+    binaries = 0
+    for member in members:
+        n += 1
         try:
             with opened(member) as stream:
-                _ingest_stream(builder, masker, stream, member.name, limits)  # type: ignore[arg-type]
+                _ingest_stream(builder, masker, stream, member.name, budget.limits)  # type: ignore[arg-type]
         except NotALogError:
-            if single_file and not _is_archive_name(path):
+            if strict:
                 raise
-            binaries.append(member.name)
+            binaries += 1
             builder.bundle.sources.pop()
             budget.warnings.append(f"skipped {masker.mask(member.name)}: binary content, not a log")
-    if binaries and len(binaries) == len(members):
-        raise NotALogError(f"{path}: no text log among {len(members)} file(s) (all binary)")
+    if binaries and binaries == n:
+        raise NotALogError(f"{masker.mask(what)}: no text log among {n} file(s) (all binary)")
     bundle = builder.finish(masker)
     bundle.warnings.extend(masker.mask(w) for w in budget.warnings)
     return bundle
+
+
+def read_members(
+    members: Iterable[Member],
+    *,
+    name: str,
+    limits: IngestLimits | None = None,
+    retention: Retention | None = None,
+    budget: ReadBudget | None = None,
+) -> LogBundle:
+    """Read one job given as :class:`~denpex_ml.logs.sources.Member` objects (the batch scorer's
+    entry point for jobs that are not one path: pattern-grouped files, archive members)."""
+    limits = limits or IngestLimits()
+    masker = Masker()
+    return _read_members(
+        _Builder(retention or Retention()), masker, members, budget or ReadBudget(limits, name), strict=False, what=name
+    )
 
 
 def _is_archive_name(path: Path) -> bool:

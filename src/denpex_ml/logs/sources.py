@@ -24,7 +24,7 @@ from typing import BinaryIO
 from denpex_ml.errors import ArchiveError, InputTooLargeError, LogNotFoundError, UnsafeArchiveMemberError
 from denpex_ml.logs.limits import IngestLimits
 
-__all__ = ["Member", "ReadBudget", "iter_members", "source_kind"]
+__all__ = ["Member", "ReadBudget", "check_member_name", "iter_bytes_members", "iter_members", "source_kind"]
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,11 @@ def _check_member_name(source: str, name: str) -> str:
     if ".." in parts:
         raise UnsafeArchiveMemberError(f"{source}: archive member {name!r} contains '..'")
     return "/".join(p for p in parts if p not in (".", ""))
+
+
+def check_member_name(source: str, name: str) -> str:
+    """``name`` normalised to a relative POSIX path; raises on absolute paths and ``..``."""
+    return _check_member_name(source, name)
 
 
 def _join(prefix: str, name: str) -> str:
@@ -412,6 +417,41 @@ def _iter_zip_obj(fh: BinaryIO, name: str, limits: IngestLimits, budget: ReadBud
                 raise ArchiveError(f"{name}: corrupt member {info.filename!r} ({exc})") from None
             except RuntimeError as exc:  # encrypted members
                 raise ArchiveError(f"{name}: cannot read member {info.filename!r} ({exc})") from None
+
+
+def iter_bytes_members(
+    name: str, data: bytes, limits: IngestLimits, budget: ReadBudget, depth: int = 1
+) -> Iterator[Member]:
+    """Yield the text members of one file held in memory (a member of a batch archive).
+
+    ``data`` may be a plain log, gzip-compressed, or an archive (tar, tar.gz, zip), read with
+    the same checks and limits as files on disk.
+    """
+    kind = source_kind(data[:512], name)
+    if kind == "plain":
+        budget.add_member(name)
+        yield Member(name, lambda: io.BufferedReader(_Counting(io.BytesIO(data), budget, lambda: None), 1 << 16))
+    elif kind == "gzip":
+        inner = name[:-3] if name.lower().endswith(".gz") else name
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as gz:
+                head = gz.read(512)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ArchiveError(f"{name}: corrupt gzip data ({exc})") from None
+        if len(head) > 262 and head[257:262] == b"ustar":
+            buf = io.BytesIO(data)
+            yield from _iter_tar_stream(buf, buf.tell, name, limits, budget, depth)
+        else:
+            budget.add_member(inner)
+            yield Member(inner, lambda: _gunzip_bytes(data, budget))
+    else:
+        yield from _iter_nested(io.BytesIO(data), name, limits, budget, depth, kind)
+
+
+def _gunzip_bytes(data: bytes, budget: ReadBudget) -> BinaryIO:
+    raw = io.BytesIO(data)
+    gz = gzip.GzipFile(fileobj=raw, mode="rb")
+    return io.BufferedReader(_Counting(_Closing(gz, raw), budget, raw.tell), 1 << 16)  # type: ignore[arg-type]
 
 
 @contextmanager

@@ -53,6 +53,14 @@ class DenpexModel:
         if self.matcher.labels != labels:
             raise ModelError("model labels do not match the taxonomy's entries (retrain the model for this taxonomy)")
         self.featurizer = Featurizer(self.matcher, self.encoder, max_lines=max_lines)
+        #: The directory the model was loaded from (None for a model built in memory).
+        self.path: Path | None = None
+
+    @property
+    def model_id(self) -> str:
+        """``<directory name>@<first 12 hex of head.npz's SHA-256>``: names the exact model in results."""
+        digest = str(self.manifest.get("files", {}).get("head.npz", ""))
+        return f"{self.path.name if self.path else 'in-memory'}@{digest[:12] or 'unsaved'}"
 
     # -- inference ---------------------------------------------------------------------------
     def analyse(self, bundle: LogBundle) -> JobAnalysis:
@@ -186,7 +194,7 @@ class DenpexModel:
             )
         except KeyError as exc:
             raise ModelError(f"{path}: head array {exc} missing") from None
-        return cls(
+        model = cls(
             taxonomy=taxonomy,
             encoder=encoder,
             head=head,
@@ -195,6 +203,8 @@ class DenpexModel:
             manifest=manifest,
             max_lines=int(manifest.get("max_lines", 96)),
         )
+        model.path = Path(path).resolve()
+        return model
 
 
 def load_model(

@@ -1,0 +1,240 @@
+"""``denpex-ml score``: batch-score a directory or archive of failed jobs into a results file."""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from denpex_ml.batch.results import JobResult
+
+__all__ = ["Summary", "add_parser", "run"]
+
+EXIT_OK, EXIT_PARTIAL, EXIT_USAGE = 0, 1, 2
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "score",
+        help="batch-score a directory or archive of failed jobs (one result row per job)",
+        description=(
+            "Score every job of PATH: a directory whose top-level entries are jobs (log files, "
+            "per-rank folders, archives) or an archive laid out the same way. Rows are written "
+            "and flushed as jobs finish. Exit codes: 0 all jobs scored, 1 some jobs are error "
+            "rows, 2 usage error, 3 the batch itself is unreadable."
+        ),
+    )
+    p.add_argument("path", metavar="PATH", help="directory or .tar/.tar.gz/.tgz/.zip of jobs")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="results file: .jsonl, .csv or .parquet")
+    p.add_argument("--format", choices=["jsonl", "csv", "parquet"], help="results format (default: from the suffix)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes / Ray actors (default 1)")
+    p.add_argument("--engine", choices=["local", "ray"], default="local", help="local processes (default) or Ray")
+    p.add_argument("--ray-address", metavar="ADDR", help="existing Ray cluster (default: start a local Ray)")
+    p.add_argument(
+        "--job-pattern",
+        metavar="TEMPLATE",
+        help="map file paths to job ids, e.g. '{cluster}/{date}/{job}/*.log' ({name}: one path part of the id)",
+    )
+    p.add_argument(
+        "--exclude", action="append", default=[], metavar="GLOB", help="skip entries matching GLOB (repeatable)"
+    )
+    p.add_argument("--resume", action="store_true", help="keep finished rows of OUTPUT and score only the rest")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
+    p.add_argument(
+        "--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory (repeatable)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress and no summary")
+    p.set_defaults(handler=run)
+
+
+class _Progress:
+    """A rich bar on a terminal; plain periodic lines on stderr otherwise."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total = total
+        self.quiet = quiet
+        self.n = 0
+        self.errors = 0
+        self.t0 = time.perf_counter()
+        self._last = self.t0
+        self._bar = None
+        if not quiet and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                TextColumn("scoring"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]:.1f} jobs/s · {task.fields[errors]} errors"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
+            self._bar.__enter__()
+            self._task = self._bar.add_task("score", total=total, rate=0.0, errors=0)
+
+    def advance(self, ok: bool) -> None:
+        self.n += 1
+        self.errors += 0 if ok else 1
+        now = time.perf_counter()
+        rate = self.n / max(now - self.t0, 1e-9)
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, rate=rate, errors=self.errors)
+        elif not self.quiet and (now - self._last >= 10.0 or self.n == self.total):
+            self._last = now
+            eta = (self.total - self.n) / rate if rate > 0 else 0.0
+            print(
+                f"scored {self.n}/{self.total} jobs ({rate:.1f} jobs/s, {self.errors} errors, ETA {eta:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+class Summary:
+    """Running totals of a batch (memory does not grow with the number of jobs)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.labels: Counter[str] = Counter()
+        self.confidences: dict[str, list[float]] = {}
+        self.errors: Counter[str] = Counter()
+        self.first_error: dict[str, JobResult] = {}
+        self._slow: list[tuple[float, int, JobResult]] = []
+
+    def add(self, r: JobResult) -> None:
+        self.n += 1
+        if not r.ok:
+            kind = r.error_type or "error"
+            self.errors[kind] += 1
+            self.first_error.setdefault(kind, r)
+            return
+        label = r.label or "unknown"
+        self.labels[label] += 1
+        conf = self.confidences.setdefault(label, [])
+        if len(conf) < 10_000:
+            conf.append(r.confidence or 0.0)
+        item = (r.seconds, self.n, r)
+        if len(self._slow) < 5:
+            heapq.heappush(self._slow, item)
+        elif item[0] > self._slow[0][0]:
+            heapq.heapreplace(self._slow, item)
+
+    @property
+    def n_errors(self) -> int:
+        return sum(self.errors.values())
+
+    def render(self, seconds: float, console: Console, *, skipped: int = 0) -> None:
+        """Print jobs per label, the unknown rate, errors by type and the slowest jobs."""
+        from rich.table import Table
+
+        n_ok = self.n - self.n_errors
+        console.print(
+            f"[bold]{self.n} jobs[/] in {seconds:.1f} s ({self.n / max(seconds, 1e-9):.1f} jobs/s): "
+            f"{n_ok} scored, {self.n_errors} errors" + (f", {skipped} already done (--resume)" if skipped else "")
+        )
+        if n_ok:
+            t = Table(title="jobs per failure")
+            t.add_column("label", no_wrap=True)
+            t.add_column("jobs", justify="right")
+            t.add_column("share", justify="right")
+            t.add_column("median confidence", justify="right")
+            for label, count in self.labels.most_common():
+                confs = sorted(self.confidences[label])
+                t.add_row(label, str(count), f"{count / n_ok:.0%}", f"{confs[len(confs) // 2]:.2f}")
+            console.print(t)
+            console.print(f"unknown (abstained) rate: {self.labels.get('unknown', 0) / n_ok:.1%}")
+        if self.errors:
+            e = Table(title="errors")
+            e.add_column("error", no_wrap=True)
+            e.add_column("jobs", justify="right")
+            e.add_column("first job: message", overflow="fold")
+            for kind, count in self.errors.most_common():
+                first = self.first_error[kind]
+                e.add_row(kind, str(count), f"{first.job_id}: {first.error}")
+            console.print(e)
+        if self._slow:
+            s = Table(title="slowest jobs")
+            s.add_column("job", overflow="fold")
+            s.add_column("seconds", justify="right")
+            s.add_column("MB", justify="right")
+            s.add_column("ranks", justify="right")
+            for _, _, r in sorted(self._slow, key=lambda x: x[0], reverse=True):
+                s.add_row(r.job_id, f"{r.seconds:.2f}", f"{(r.bytes or 0) / 1e6:.1f}", str(r.ranks))
+            console.print(s)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from denpex_ml.batch.results import ResultSink
+
+    out = Path(args.output)
+    if args.workers < 1:
+        print("denpex-ml score: error: --workers must be >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    if out.exists() and not (args.resume or args.overwrite):
+        print(
+            f"denpex-ml score: error: {out} exists; use --resume to continue it or --overwrite to start again",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    from denpex_ml.batch.jobs import discover_jobs
+    from denpex_ml.batch.score import planned, score_jobs
+
+    batch = discover_jobs(args.path, pattern=args.job_pattern, exclude=args.exclude)  # before any file is written
+    if batch.skipped:
+        print(
+            f"{len(batch.skipped)} file(s) belong to no job (pattern/exclude), e.g. {batch.skipped[0]}", file=sys.stderr
+        )
+    sink = ResultSink(out, fmt=args.format, resume=args.resume)
+    total = planned(batch, sink.done)
+    summary = Summary()
+    progress = _Progress(total, args.quiet)
+    t0 = time.perf_counter()
+    finished = False
+    try:
+        results = score_jobs(
+            (j for j in batch if j.id not in sink.done),
+            model=args.model,
+            taxonomy_dirs=args.taxonomy,
+            workers=args.workers,
+            engine=args.engine,
+            ray_address=args.ray_address,
+        )
+        for r in results:
+            sink.write(r)
+            summary.add(r)
+            progress.advance(r.ok)
+        finished = True
+    finally:
+        progress.close()
+        sink.close(finalize=finished)
+        if not finished:
+            print(f"denpex-ml score: stopped after {summary.n} jobs; rerun with --resume to finish", file=sys.stderr)
+    if not args.quiet:
+        console = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+        summary.render(time.perf_counter() - t0, console, skipped=batch.total - total)
+        print(f"results written to {out}", file=sys.stderr)
+    return EXIT_PARTIAL if summary.n_errors else EXIT_OK
