@@ -6,7 +6,7 @@ import pytest
 
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.training import TrainConfig
-from denpex_ml.training.train import train
+from denpex_ml.training.trainer import train
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[1]

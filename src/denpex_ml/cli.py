@@ -1,7 +1,8 @@
 """The ``denpex-ml`` command line: thin subcommands over library functions.
 
 Exit codes: 0 success; 1 some jobs/items failed (batch commands); 2 usage error;
-3 input error (a :class:`~denpex_ml.errors.DenpexError`: bad path, archive, taxonomy...).
+3 input error (a :class:`~denpex_ml.errors.DenpexError`: bad path, archive, taxonomy...);
+4 a retrained model failed its promotion gate.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from denpex_ml.errors import DenpexError
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["COMMANDS", "EXIT_INPUT_ERROR", "EXIT_OK", "EXIT_PARTIAL", "EXIT_USAGE", "main"]
+__all__ = ["COMMANDS", "EXIT_GATE_FAILED", "EXIT_INPUT_ERROR", "EXIT_OK", "EXIT_PARTIAL", "EXIT_USAGE", "main"]
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1
 EXIT_USAGE = 2
 EXIT_INPUT_ERROR = 3
+EXIT_GATE_FAILED = 4
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -230,7 +232,7 @@ def _add_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from denpex_ml.training.config import TrainConfig
-    from denpex_ml.training.train import train
+    from denpex_ml.training.trainer import train
 
     fields: dict[str, object] = {}
     if args.config:
@@ -266,6 +268,93 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"mlflow run {run_id} ({tracking_uri()})", file=sys.stderr)
     print(f"model written to {result.model_dir} in {result.seconds:.0f} s", file=sys.stderr)
     return EXIT_OK
+
+
+# -- retrain --------------------------------------------------------------------------------
+def _add_retrain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "retrain",
+        help="train a new model version with new labelled incidents; promote it only if it is not worse",
+        description=(
+            "Retrain from the base model's own recipe plus new incidents (and taxonomy entries), "
+            "re-using cached features; then compare base and candidate on the same data (promotion gate). "
+            "Exit 0: gate passed (promoted if --promote-to or the mlflow registry), 4: gate failed (what "
+            "regressed is printed and in OUT/gate.md)."
+        ),
+    )
+    p.add_argument("--base", default=None, metavar="DIR", help="current model (default: the shipped model)")
+    p.add_argument(
+        "--incidents",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="new labelled incidents: JSONL, label folders or an incident store (repeatable)",
+    )
+    p.add_argument(
+        "--taxonomy",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="taxonomy directory with new entries (repeatable)",
+    )
+    p.add_argument(
+        "--holdout",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="labelled incidents for the gate only (repeatable)",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="directory of the new model version")
+    p.add_argument(
+        "--promote-to", metavar="DIR", help="copy a passing model here (the previous one is kept as DIR.prev)"
+    )
+    p.add_argument(
+        "--tolerance", type=float, default=0.01, help="largest allowed drop of macro-F1/top-1 (default 0.01)"
+    )
+    p.add_argument(
+        "--class-tolerance", type=float, default=0.05, help="largest allowed drop of a class's F1 (default 0.05)"
+    )
+    p.add_argument("--cache", metavar="DIR", help="feature cache (default $DENPEX_CACHE or ~/.cache/denpex_ml)")
+    p.add_argument("--no-track", action="store_true", help="no mlflow run, no registry")
+    p.add_argument("--experiment", default="denpex-ml-retrain", help="mlflow experiment name")
+    p.set_defaults(handler=_cmd_retrain)
+
+
+def _cmd_retrain(args: argparse.Namespace) -> int:
+    from denpex_ml.model.persistence import models_root
+    from denpex_ml.training.retraining import retrain
+
+    with _progress() as progress:
+        result = retrain(
+            args.base or models_root() / "default",
+            args.incidents,
+            out=args.out,
+            taxonomy_dirs=args.taxonomy,
+            holdout=args.holdout,
+            tolerance=args.tolerance,
+            class_tolerance=args.class_tolerance,
+            promote_to=args.promote_to,
+            cache_dir=args.cache,
+            track=not args.no_track,
+            experiment=args.experiment,
+            progress=progress,
+        )
+    gate = result.gate
+    from rich.markdown import Markdown
+
+    _console().print(Markdown(gate.markdown().split("\n## Per class")[0]))
+    if result.run_id:
+        print(
+            f"mlflow run {result.run_id}"
+            + (f", registered version {result.registered_version}" if result.registered_version else ""),
+            file=sys.stderr,
+        )
+    where = f"; promoted to {args.promote_to}" if result.promoted and args.promote_to else ""
+    print(
+        f"model written to {result.model_dir} in {result.seconds:.0f} s; gate {'passed' if gate.passed else 'FAILED'}{where} (report: {result.model_dir / 'gate.md'})",
+        file=sys.stderr,
+    )
+    return EXIT_OK if gate.passed else EXIT_GATE_FAILED
 
 
 # -- eval -----------------------------------------------------------------------------------
@@ -361,6 +450,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser
     "incidents": _add_incidents,
     "score": _add_score,
     "eval": _add_eval,
+    "retrain": _add_retrain,
     "ingest": _add_ingest,
     "synth": _add_synth,
     "taxonomy": _add_taxonomy,
@@ -372,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="denpex-ml",
         description="Diagnose failed distributed deep-learning jobs from their logs.",
-        epilog="Exit codes: 0 ok, 1 some items failed, 2 usage error, 3 input error.",
+        epilog="Exit codes: 0 ok, 1 some items failed, 2 usage error, 3 input error, 4 promotion gate failed.",
     )
     parser.add_argument("--version", action="version", version=f"denpex-ml {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")

@@ -16,7 +16,7 @@ import hashlib
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -116,6 +116,17 @@ class CachedEncoder:
         self.max_items = max_items
         self.calls = 0  #: texts actually sent to the inner encoder
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def preload(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
+        """Add known embeddings (e.g. from an on-disk cache) without calling the encoder."""
+        for t, v in items:
+            if len(self._cache) >= self.max_items:
+                break
+            self._cache[t] = np.asarray(v, dtype=np.float32)
+
+    def items(self) -> list[tuple[str, np.ndarray]]:
+        """The cached (text, vector) pairs, oldest first."""
+        return list(self._cache.items())
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))

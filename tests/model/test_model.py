@@ -49,7 +49,7 @@ def test_classify_returns_a_complete_diagnosis(tiny_model: DenpexModel) -> None:
 
 def test_same_data_and_seed_reproduce_predictions(tiny_model_dir: Path, tmp_path: Path) -> None:
     from denpex_ml.training import TrainConfig
-    from denpex_ml.training.train import train
+    from denpex_ml.training.trainer import train
 
     cfg = TrainConfig(**json.loads((tiny_model_dir / "manifest.json").read_text())["config"])
     train(cfg, out=tmp_path / "again")

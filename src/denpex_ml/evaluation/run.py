@@ -30,7 +30,7 @@ from denpex_ml.model.featurize import JobAnalysis
 from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import incident_bundle
-from denpex_ml.training.train import FeatureSet, _concat, _fit_head, _weights, featurize
+from denpex_ml.training.trainer import FeatureSet, _concat, _fit_head, _weights, featurize
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]
 

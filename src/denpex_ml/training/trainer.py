@@ -35,6 +35,7 @@ from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import find_initiator
 from denpex_ml.model.persistence import models_root
 from denpex_ml.taxonomy import UNKNOWN_ID, load_taxonomy
+from denpex_ml.training.cache import EmbeddingStore, FeatureStore, example_key, featurizer_signature
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example, build_data, incident_bundle
 
@@ -93,14 +94,27 @@ def featurize(
     keep: bool,
     progress: Progress = _no_progress,
     name: str = "",
+    cache: FeatureStore | None = None,
 ) -> FeatureSet:
-    """Ingest and featurise examples (keeping analyses only when ``keep``)."""
+    """Ingest and featurise examples (keeping analyses only when ``keep``).
+
+    With a ``cache`` (and ``keep`` False) examples featurised before are read from it.
+    """
     rows, texts, analyses = [], [], []
     tick = progress(f"featurising {name}", len(examples))
     for ex in examples:
+        key = example_key(ex.source) if cache is not None else ""
+        hit = cache.get(key) if cache is not None and not keep else None
+        if hit is not None:
+            rows.append(hit[0])
+            texts.append(hit[1])
+            tick()
+            continue
         a = featurizer.analyse(incident_bundle(ex.source))
         rows.append(featurizer.base_vector(a))
         texts.append(bundle_text(a.bundle))
+        if cache is not None:
+            cache.put(key, rows[-1], texts[-1])
         if keep:
             analyses.append(a)
         tick()
@@ -191,13 +205,26 @@ def train(
     out: str | Path | None = None,
     progress: Progress = _no_progress,
     evaluate_real: bool = True,
+    baselines: bool = True,
+    cache_dir: str | Path | None = None,
 ) -> TrainResult:
-    """Build data, featurise, evaluate honestly, fit the final model, save it to ``out``."""
+    """Build data, featurise, evaluate honestly, fit the final model, save it to ``out``.
+
+    ``baselines=False`` skips the rule and TF-IDF baselines and the first-failing-rank
+    figures (they need every job re-analysed); with ``cache_dir`` features and template
+    embeddings are read from and saved to an on-disk cache (what ``retrain`` uses).
+    """
     t0 = time.perf_counter()
     taxonomy = load_taxonomy(config.taxonomy_dirs)
     encoder = CachedEncoder(make_encoder(config.encoder, models_root()))
     matcher = FingerprintMatcher(taxonomy)
     featurizer = Featurizer(matcher, encoder, max_lines=config.max_lines)
+    store: FeatureStore | None = None
+    emb_store: EmbeddingStore | None = None
+    if cache_dir is not None:
+        store = FeatureStore(Path(cache_dir), featurizer_signature(featurizer, taxonomy), featurizer.n_base_features)
+        emb_store = EmbeddingStore(Path(cache_dir), encoder.name)
+        emb_store.load_into(encoder)
     labels = matcher.labels
     index = {lab: i for i, lab in enumerate(labels)}
     layout = FeatureLayout(len(labels), len(FEATURE_NAMES), encoder.dim)
@@ -210,9 +237,21 @@ def train(
         extra_data=config.extra_data,
     )
     fs = {
-        name: featurize(featurizer, data[name], index, keep=name in ("test", "real"), progress=progress, name=name)
+        name: featurize(
+            featurizer,
+            data[name],
+            index,
+            keep=baselines and name in ("test", "real"),
+            progress=progress,
+            name=name,
+            cache=store,
+        )
         for name in ("train", "val", "test", "real", "user")
     }
+    if store is not None and emb_store is not None:
+        store.save()
+        emb_store.save_from(encoder)
+        log.info("feature cache: %d hits, %d misses (%s)", store.hits, store.misses, store.dir)
     metrics: dict[str, float] = {}
     per_class: dict[str, list[dict[str, Any]]] = {}
     rule = RuleBaseline(matcher)
@@ -229,10 +268,11 @@ def train(
             train_fs = _concat(fs["train"], fs["user"], real.subset(np.isin(np.arange(len(real)), tr)))
             head = _fit_head(train_fs, layout, entry_emb, config)
             real_oof[te] = head.predict_proba(real.X[te])
-            known = train_fs.y >= 0
-            w, _ = _weights(train_fs.subset(known), config.real_weight)
-            tf = TfidfBaseline(labels).fit([train_fs.texts[i] for i in np.flatnonzero(known)], train_fs.y[known], w)
-            tfidf_oof[te] = tf.predict_proba([real.texts[i] for i in te])
+            if baselines:
+                known = train_fs.y >= 0
+                w, _ = _weights(train_fs.subset(known), config.real_weight)
+                tf = TfidfBaseline(labels).fit([train_fs.texts[i] for i in np.flatnonzero(known)], train_fs.y[known], w)
+                tfidf_oof[te] = tf.predict_proba([real.texts[i] for i in te])
             tick()
 
     # 2. the final model: synthetic train + all real + user incidents
@@ -254,33 +294,39 @@ def train(
             if mask.any():
                 m = classification_metrics(test_p[mask], test.y[mask], abstain_threshold=threshold)
                 metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
-        rule_p = rule.predict_proba([a.bundle for a in test.analyses or []])
-        metrics.update({f"synthetic_test/rule/{k}": v for k, v in classification_metrics(rule_p, test.y).items()})
-        tf = TfidfBaseline(labels)
-        known = final_fs.y >= 0
-        w, _ = _weights(final_fs.subset(known), config.real_weight)
-        tf.fit([final_fs.texts[i] for i in np.flatnonzero(known)], final_fs.y[known], w)
-        metrics.update(
-            {
-                f"synthetic_test/tfidf/{k}": v
-                for k, v in classification_metrics(tf.predict_proba(test.texts), test.y).items()
-            }
-        )
-        metrics.update(_initiator_metrics("synthetic_test", test.analyses or [], test.examples, test_p, labels))
+        if baselines:
+            rule_p = rule.predict_proba([a.bundle for a in test.analyses or []])
+            metrics.update({f"synthetic_test/rule/{k}": v for k, v in classification_metrics(rule_p, test.y).items()})
+            tf = TfidfBaseline(labels)
+            known = final_fs.y >= 0
+            w, _ = _weights(final_fs.subset(known), config.real_weight)
+            tf.fit([final_fs.texts[i] for i in np.flatnonzero(known)], final_fs.y[known], w)
+            metrics.update(
+                {
+                    f"synthetic_test/tfidf/{k}": v
+                    for k, v in classification_metrics(tf.predict_proba(test.texts), test.y).items()
+                }
+            )
+            metrics.update(_initiator_metrics("synthetic_test", test.analyses or [], test.examples, test_p, labels))
         per_class["synthetic_test"] = per_class_table(test_p, test.y, labels)
     if evaluate_real and len(real):
         confident = np.asarray([e.confident for e in real.examples])
-        rule_p = rule.predict_proba([a.bundle for a in real.analyses or []])
+        real_rule_p = rule.predict_proba([a.bundle for a in real.analyses or []]) if baselines else None
         for prefix, mask in (("real", np.ones(len(real), bool)), ("real_confident", confident)):
             m = classification_metrics(real_oof[mask], real.y[mask], abstain_threshold=threshold)
             metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
-            metrics.update(
-                {f"{prefix}/rule/{k}": v for k, v in classification_metrics(rule_p[mask], real.y[mask]).items()}
-            )
-            metrics.update(
-                {f"{prefix}/tfidf/{k}": v for k, v in classification_metrics(tfidf_oof[mask], real.y[mask]).items()}
-            )
-        metrics.update(_initiator_metrics("real", real.analyses or [], real.examples, real_oof, labels))
+            if real_rule_p is not None:
+                metrics.update(
+                    {
+                        f"{prefix}/rule/{k}": v
+                        for k, v in classification_metrics(real_rule_p[mask], real.y[mask]).items()
+                    }
+                )
+                metrics.update(
+                    {f"{prefix}/tfidf/{k}": v for k, v in classification_metrics(tfidf_oof[mask], real.y[mask]).items()}
+                )
+        if baselines:
+            metrics.update(_initiator_metrics("real", real.analyses or [], real.examples, real_oof, labels))
         per_class["real"] = per_class_table(real_oof, real.y, labels)
     metrics["abstain_threshold"] = threshold
 

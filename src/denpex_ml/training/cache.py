@@ -1,0 +1,160 @@
+"""On-disk caches that make retraining fast: job features and template embeddings.
+
+* :class:`FeatureStore` — the base feature vector and TF-IDF text of every featurised job,
+  keyed by the job's content. Valid for one *featurizer signature* (encoder, taxonomy
+  fingerprints, line budget, library version): a retrain with the same taxonomy featurises
+  only the new incidents.
+* :class:`EmbeddingStore` — template text → vector for one encoder. Survives taxonomy
+  changes (a new class changes every job's features, not the embedding of a line).
+
+Both are plain arrays (``.npy``/``.npz`` read with ``allow_pickle=False``) and JSON, written
+atomically. The cache lives in ``$DENPEX_CACHE`` or ``~/.cache/denpex_ml``; deleting it is
+always safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from denpex_ml.embedding import CachedEncoder
+from denpex_ml.features.structure import FEATURE_NAMES
+from denpex_ml.model.featurize import Featurizer
+from denpex_ml.taxonomy import Taxonomy
+
+__all__ = ["EmbeddingStore", "FeatureStore", "cache_root", "example_key", "featurizer_signature"]
+
+#: Bump when featurisation changes in a way the signature does not capture.
+CACHE_VERSION = 1
+
+
+def cache_root() -> Path:
+    """``$DENPEX_CACHE``, else ``$XDG_CACHE_HOME/denpex_ml``, else ``~/.cache/denpex_ml``."""
+    if os.environ.get("DENPEX_CACHE"):
+        return Path(os.environ["DENPEX_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "denpex_ml"
+
+
+def featurizer_signature(featurizer: Featurizer, taxonomy: Taxonomy) -> str:
+    """What a cached feature vector depends on, hashed."""
+    from denpex_ml import __version__
+
+    spec = {
+        "cache_version": CACHE_VERSION,
+        "library": __version__,
+        "encoder": featurizer.encoder.name,
+        "taxonomy": taxonomy.fingerprint_hash(),
+        "max_lines": featurizer.max_lines,
+        "structure": list(FEATURE_NAMES),
+        "width": featurizer.n_base_features,
+    }
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def example_key(source: Any) -> str:
+    """Content hash of a job's logs (text or mapping name -> text)."""
+    return hashlib.sha256(json.dumps(source, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:24]
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as fh:
+        write(fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class FeatureStore:
+    """Feature vectors and texts of featurised jobs for one featurizer signature."""
+
+    def __init__(self, root: Path, signature: str, width: int) -> None:
+        self.dir = root / "features" / signature
+        self.width = width
+        self._index: dict[str, int] = {}
+        self._rows: list[np.ndarray] = []
+        self._texts: list[str] = []
+        self._dirty = False
+        self.hits = 0
+        self.misses = 0
+        keys_file, x_file, texts_file = self.dir / "keys.json", self.dir / "X.npy", self.dir / "texts.jsonl"
+        if keys_file.exists() and x_file.exists() and texts_file.exists():
+            try:
+                keys = json.loads(keys_file.read_text(encoding="utf-8"))
+                X = np.load(x_file, allow_pickle=False)
+                texts = [json.loads(line) for line in texts_file.read_text(encoding="utf-8").splitlines()]
+            except (OSError, ValueError):
+                return  # a damaged cache is ignored and rewritten
+            if X.ndim == 2 and X.shape == (len(keys), width) and len(texts) == len(keys):
+                self._index = {k: i for i, k in enumerate(keys)}
+                self._rows = list(X.astype(np.float32))
+                self._texts = texts
+
+    def get(self, key: str) -> tuple[np.ndarray, str] | None:
+        i = self._index.get(key)
+        if i is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return self._rows[i], self._texts[i]
+
+    def put(self, key: str, x: np.ndarray, text: str) -> None:
+        if key in self._index:
+            return
+        self._index[key] = len(self._rows)
+        self._rows.append(np.asarray(x, dtype=np.float32))
+        self._texts.append(text)
+        self._dirty = True
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def save(self) -> None:
+        if not self._dirty:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        X = np.stack(self._rows) if self._rows else np.zeros((0, self.width), dtype=np.float32)
+        _atomic_write(self.dir / "X.npy", lambda fh: np.save(fh, X, allow_pickle=False))
+        _atomic_write(
+            self.dir / "texts.jsonl",
+            lambda fh: fh.write("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in self._texts).encode()),
+        )
+        _atomic_write(self.dir / "keys.json", lambda fh: fh.write(json.dumps(list(self._index)).encode()))
+        self._dirty = False
+
+
+class EmbeddingStore:
+    """Template embeddings of one encoder, loaded into and saved from a :class:`CachedEncoder`."""
+
+    def __init__(self, root: Path, encoder_name: str) -> None:
+        self.path = root / "embeddings" / (re.sub(r"[^\w.-]+", "_", encoder_name) + ".npz")
+
+    def load_into(self, encoder: CachedEncoder) -> int:
+        """Fill ``encoder``'s cache; returns the number of templates loaded."""
+        if not self.path.exists():
+            return 0
+        try:
+            with np.load(self.path, allow_pickle=False) as z:
+                texts, vecs = z["texts"], z["vectors"]
+        except (OSError, ValueError, KeyError):
+            return 0
+        if vecs.ndim != 2 or vecs.shape[1] != encoder.dim or len(texts) != len(vecs):
+            return 0
+        encoder.preload(zip((str(t) for t in texts), vecs, strict=True))
+        return len(texts)
+
+    def save_from(self, encoder: CachedEncoder) -> None:
+        items = encoder.items()
+        if not items:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        texts = np.asarray([t for t, _ in items], dtype=str)
+        vecs = np.stack([v for _, v in items]).astype(np.float32)
+        _atomic_write(self.path, lambda fh: np.savez(fh, texts=texts, vectors=vecs))
