@@ -159,3 +159,14 @@ def test_process_group_rank_inside_new_watchdog_messages() -> None:
 def test_timestamp_stays_separated_from_the_message() -> None:
     p = parse_prefix("Tue Nov 27 13:49:06 2018[1,10]<stdout>:F1127 Check failed")
     assert p is not None and p.rest == "Tue Nov 27 13:49:06 2018 F1127 Check failed"
+
+
+def test_jsonl_message_rank_prefix_beats_the_pod_index() -> None:
+    # one pod per node runs 8 ranks: the torchrun prefix inside the message names the rank
+    lines = [
+        '{"log": "[rank12]: huggingface_hub.errors.HfHubHTTPError: 429 Client Error", "kubernetes": {"pod_name": "job-worker-1"}}',
+        '{"log": "[rank8]: step 3 loss 1.2", "kubernetes": {"pod_name": "job-worker-1"}}',
+    ]
+    b = read_logs(text="\n".join(lines) + "\n")
+    assert 12 in b.ranks and 8 in b.ranks and 1 not in b.ranks
+    assert any("HfHubHTTPError" in line.text for line in b.streams[12].lines)

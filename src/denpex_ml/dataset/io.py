@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import glob
 import os
 import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -83,10 +84,21 @@ def _resolve_labels(labels: Collection[str] | None) -> frozenset[str]:
     return frozenset(load_taxonomy().ids)
 
 
+def expand_data_path(path: PathLike) -> list[Path]:
+    """A path, or a glob pattern such as ``data/real/*.jsonl`` (sorted matches)."""
+    text = os.fspath(path)
+    if any(c in text for c in "*?[") and not Path(text).exists():
+        matches = sorted(Path(m) for m in glob.glob(text))
+        if not matches:
+            raise DatasetError(f"{text}: no file matches this pattern")
+        return matches
+    return [Path(text)]
+
+
 def _as_paths(path_or_paths: PathLike | Iterable[PathLike]) -> list[Path]:
     if isinstance(path_or_paths, (str, os.PathLike)):
-        return [Path(path_or_paths)]
-    paths = [Path(p) for p in path_or_paths]
+        return expand_data_path(path_or_paths)
+    paths = [q for p in path_or_paths for q in expand_data_path(p)]
     if not paths:
         raise DatasetError("load_incidents: no path given")
     return paths

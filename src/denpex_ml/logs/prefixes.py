@@ -132,10 +132,15 @@ def _jsonl(line: str) -> Prefix | None:
             rank = int(v)
             break
     pod = next((flat[k] for k in _JSON_POD_KEYS if isinstance(flat.get(k), str)), None)
+    text = str(msg).rstrip("\n")
+    if rank is None:
+        inner = _torchrun(text)  # a pod runs several ranks: the message's own prefix names the rank
+        if inner is not None and inner.rank is not None:
+            rank, text = inner.rank, inner.rest
     if rank is None and isinstance(pod, str):
         rank = rank_from_path(pod)
     host = pod if isinstance(pod, str) else None
-    return Prefix("jsonl", str(msg).rstrip("\n"), rank=rank, host=host)
+    return Prefix("jsonl", text, rank=rank, host=host)
 
 
 #: Closed registry of line formats, in the order they are tried.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ class TrainConfig:
         Synthetic incidents per failure class in each split (the test split also holds the
         launcher formats and message version never seen in training).
     real_data:
-        Labelled real incidents (JSONL of the dataset format); ``None`` for synthetic only.
+        Labelled real incidents (JSONL of the dataset format, or a glob pattern such as
+        ``data/real/*.jsonl``); ``None`` for synthetic only.
     extra_data:
         More labelled incidents (user-labelled), trained on like real ones.
     real_weight:
@@ -45,7 +47,7 @@ class TrainConfig:
     per_class_train: int = 80
     per_class_val: int = 20
     per_class_test: int = 30
-    real_data: str | None = "data/real/real-logs.jsonl"
+    real_data: str | None = "data/real/*.jsonl"
     extra_data: tuple[str, ...] = ()
     real_weight: float = 5.0
     cv_folds: int = 5
@@ -74,8 +76,8 @@ class TrainConfig:
         self.extra_data = tuple(str(p) for p in self.extra_data)
         self.taxonomy_dirs = tuple(str(p) for p in self.taxonomy_dirs)
         for p in (self.real_data, *self.extra_data):
-            if p is not None and not Path(p).exists():
-                raise InvalidInputError(f"TrainConfig: data path {p!r} does not exist")
+            if p is not None and not Path(p).exists() and not (any(c in p for c in "*?[") and glob.glob(p)):
+                raise InvalidInputError(f"TrainConfig: data path {p!r} does not exist (or matches no file)")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
