@@ -19,9 +19,9 @@ field. :func:`to_hf_dataset` and :func:`from_hf_dataset` convert to and from a
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
-import glob
 import os
 import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -93,6 +93,12 @@ def expand_data_path(path: PathLike) -> list[Path]:
             raise DatasetError(f"{text}: no file matches this pattern")
         return matches
     return [Path(text)]
+
+
+def data_path_exists(path: PathLike) -> bool:
+    """Whether a data path exists, or a glob pattern matches at least one file."""
+    text = os.fspath(path)
+    return Path(text).exists() or (any(c in text for c in "*?[") and bool(glob.glob(text)))
 
 
 def _as_paths(path_or_paths: PathLike | Iterable[PathLike]) -> list[Path]:

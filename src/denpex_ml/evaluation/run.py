@@ -22,6 +22,7 @@ import numpy as np
 from sklearn.model_selection import GroupKFold
 
 from denpex_ml.baselines import RuleBaseline, TfidfBaseline, bundle_text
+from denpex_ml.dataset.io import data_path_exists
 from denpex_ml.evaluation.baselines import BASELINES, GPUAlertBaseline, ZeroShotBaseline, gpualert_version
 from denpex_ml.evaluation.datasets import Pool, build_pools, data_hash, synthetic_train
 from denpex_ml.evaluation.measures import Measured, measure
@@ -240,7 +241,7 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
     tcfg = TrainConfig.from_dict({**mcfg, "real_data": None, "extra_data": ()})
     real_path = mcfg.get("real_data") if config.real_data == "" else config.real_data
     notes: list[str] = []
-    if real_path and not Path(real_path).exists():
+    if real_path and not data_path_exists(real_path):
         notes.append(f"real data {real_path} not found: real and real-unknown rows left out")
         real_path = None
     trained_real = bool(real_path) and real_path == mcfg.get("real_data")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import glob
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
+from denpex_ml.dataset.io import data_path_exists
 from denpex_ml.embedding import ENCODERS
 from denpex_ml.errors import InvalidInputError
 
@@ -76,7 +75,7 @@ class TrainConfig:
         self.extra_data = tuple(str(p) for p in self.extra_data)
         self.taxonomy_dirs = tuple(str(p) for p in self.taxonomy_dirs)
         for p in (self.real_data, *self.extra_data):
-            if p is not None and not Path(p).exists() and not (any(c in p for c in "*?[") and glob.glob(p)):
+            if p is not None and not data_path_exists(p):
                 raise InvalidInputError(f"TrainConfig: data path {p!r} does not exist (or matches no file)")
 
     def to_dict(self) -> dict[str, Any]:

@@ -175,6 +175,8 @@ def _score(
 
 
 def _per_class(s: _Scored) -> dict[str, dict[str, Any]]:
+    if not (s.y >= 0).any():  # e.g. a holdout of classes this model does not know
+        return {}
     return {str(r["label"]): r for r in per_class_table(s.proba, s.y, s.labels)}
 
 
