@@ -55,8 +55,11 @@ class _RayScorer:
     """A Ray Data actor: loads the model once, scores batches of jobs."""
 
     def __init__(self, spec: ModelSpec, limits: IngestLimits | None) -> None:
+        from denpex_ml.batch.score import single_threaded
+
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.model = spec.load()
+        single_threaded()
         self.limits = limits
 
     def __call__(self, batch: pa.Table) -> pa.Table:

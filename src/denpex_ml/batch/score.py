@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import sys
 import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -127,10 +128,21 @@ _WORKER_MODEL: DenpexModel | None = None
 _WORKER_LIMITS: IngestLimits | None = None
 
 
+def single_threaded() -> None:
+    """One BLAS/OpenMP/torch thread per worker: N workers on N cores, not N x cores threads."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
+    torch = sys.modules.get("torch")  # only when the encoder loaded it: importing it costs memory
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def _init_worker(spec: ModelSpec, limits: IngestLimits | None) -> None:
     global _WORKER_MODEL, _WORKER_LIMITS
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _WORKER_MODEL = spec.load()
+    single_threaded()
     _WORKER_LIMITS = limits
 
 
