@@ -151,3 +151,17 @@ def test_glog_timestamps_order_events() -> None:
     a = parse_timestamp("[E419 10:42:28.100000 x")
     b = parse_timestamp("[E419 10:42:29.000000 x")
     assert a is not None and b is not None and a < b
+
+
+def test_a_host_learned_late_is_masked_in_lines_kept_earlier() -> None:
+    # the first lines name the host only inside the text (glog prefix first); NCCL's own
+    # host:pid:tid prefix at the start of a later line is where the host is learned
+    lines = [
+        "W0926 02:43:25.316576 gpu-host-a:328292:328410 [7] misc/socket.cc:538 NCCL WARN Net : connection reset",
+        *[f"[rank0]: step {i} loss 1.{i} lr 3e-4 tokens/s 81234" for i in range(1000)],  # > 16 KiB: a fast-path run
+        "gpu-host-a:2365624:2365721 [0] NCCL INFO comm 0x5585 rank 0 nranks 4 cudaDev 0 busId 4f000 - Init START",
+        "Root Cause (first observed failure):",
+    ]
+    b = read_logs(text="\n".join(lines) + "\n")
+    assert "gpu-host-a" not in b.text()
+    assert any("node-1:2365624" in line.text for s in b.streams.values() for line in s.lines)

@@ -20,8 +20,14 @@ from denpex_ml.training.retraining import GateReport, _class_rows
 def base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("retrain") / "base"
     cfg = TrainConfig(
-        per_class_train=4, per_class_val=2, per_class_test=6, cv_folds=2, head_folds=2,
-        encoder="hashing:64", seed=5, real_data=None,
+        per_class_train=4,
+        per_class_val=2,
+        per_class_test=6,
+        cv_folds=2,
+        head_folds=2,
+        encoder="hashing:64",
+        seed=5,
+        real_data=None,
     )
     train(cfg, out=out)
     return out
@@ -38,7 +44,9 @@ def _oom_incidents(path: Path, n: int = 5, label: str = "cuda-oom") -> Path:
 def test_retrain_writes_model_gate_and_lineage_and_reuses_the_cache(base_dir: Path, tmp_path: Path) -> None:
     inc = _oom_incidents(tmp_path / "inc.jsonl")
     cache = tmp_path / "cache"
-    first = retrain(base_dir, [inc], out=tmp_path / "v2", cache_dir=cache, track=False, tolerance=0.5, class_tolerance=0.9)
+    first = retrain(
+        base_dir, [inc], out=tmp_path / "v2", cache_dir=cache, track=False, tolerance=0.5, class_tolerance=0.9
+    )
     assert first.gate.passed and not first.promoted  # passing, but nowhere to promote to
     for name in ("manifest.json", "head.npz", "gate.json", "gate.md", "lineage.json"):
         assert (first.model_dir / name).exists()
@@ -49,14 +57,19 @@ def test_retrain_writes_model_gate_and_lineage_and_reuses_the_cache(base_dir: Pa
     # the second retrain featurises nothing again: every example comes from the cache
     stores = list((cache / "features").iterdir())
     assert len(stores) == 1 and len(FeatureStore(cache, stores[0].name, model.featurizer.n_base_features)) > 100
-    second = retrain(base_dir, [inc], out=tmp_path / "v3", cache_dir=cache, track=False, tolerance=0.5, class_tolerance=0.9)
+    second = retrain(
+        base_dir, [inc], out=tmp_path / "v3", cache_dir=cache, track=False, tolerance=0.5, class_tolerance=0.9
+    )
     assert second.seconds < first.seconds
     assert second.train.model.manifest["training_data_hash"] == first.train.model.manifest["training_data_hash"]
 
 
 def test_relabel_and_remove_in_the_store_change_the_next_retrain(base_dir: Path, tmp_path: Path) -> None:
     store = IncidentStore(tmp_path / "store")
-    a = store.add({"rank0.log": "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB\n"}, label="cuda-oom")
+    a = store.add(
+        {"rank0.log": "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB\n"},
+        label="cuda-oom",
+    )
     store.add({"rank1.log": "[rank1]: ModuleNotFoundError: No module named 'apex'\n"}, label="missing-module")
     kw = {"cache_dir": tmp_path / "cache", "track": False, "tolerance": 0.5, "class_tolerance": 0.9}
     r1 = retrain(base_dir, [tmp_path / "store"], out=tmp_path / "m1", **kw)  # type: ignore[arg-type]
@@ -69,28 +82,52 @@ def test_relabel_and_remove_in_the_store_change_the_next_retrain(base_dir: Path,
     assert r3.train.model.manifest["training_counts"]["user"] == 1
 
 
-def test_gate_failure_exits_4_and_names_the_regressions(base_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gate_failure_exits_4_and_names_the_regressions(
+    base_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # wrongly labelled incidents (CUDA OOM logs labelled host-oom) must not get through
     inc = _oom_incidents(tmp_path / "inc.jsonl", n=12, label="host-oom")
-    args = ["retrain", "--base", str(base_dir), "--incidents", str(inc), "--out", str(tmp_path / "cand"),
-            "--cache", str(tmp_path / "cache"), "--no-track", "--promote-to", str(tmp_path / "active")]
+    args = [
+        "retrain",
+        "--base",
+        str(base_dir),
+        "--incidents",
+        str(inc),
+        "--out",
+        str(tmp_path / "cand"),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--no-track",
+        "--promote-to",
+        str(tmp_path / "active"),
+    ]
     assert main(args) == EXIT_GATE_FAILED  # default tolerances
     gate = json.loads((tmp_path / "cand" / "gate.json").read_text())
     assert gate["regressions"] and not gate["passed"] and not (tmp_path / "active").exists()
     assert "Regressions" in (tmp_path / "cand" / "gate.md").read_text()
     assert "Regressions" in capsys.readouterr().out
     # a tolerant gate passes and promotes; promoting again keeps the previous model
-    assert main([*args[:6], str(tmp_path / "cand2"), *args[7:], "--tolerance", "0.9", "--class-tolerance", "0.99"]) == EXIT_OK
+    assert (
+        main([*args[:6], str(tmp_path / "cand2"), *args[7:], "--tolerance", "0.9", "--class-tolerance", "0.99"])
+        == EXIT_OK
+    )
     assert (tmp_path / "active" / "manifest.json").exists()
-    assert main([*args[:6], str(tmp_path / "cand3"), *args[7:], "--tolerance", "0.9", "--class-tolerance", "0.99"]) == EXIT_OK
+    assert (
+        main([*args[:6], str(tmp_path / "cand3"), *args[7:], "--tolerance", "0.9", "--class-tolerance", "0.99"])
+        == EXIT_OK
+    )
     assert (tmp_path / "active.prev" / "manifest.json").exists()
 
 
 def test_class_regressions_respect_tolerance_and_support() -> None:
     report = GateReport(passed=False, tolerance=0.01, class_tolerance=0.05, min_support=5)
     base = {"a": {"f1": 0.9, "support": 10}, "b": {"f1": 0.9, "support": 3}, "c": {"f1": 0.8, "support": 10}}
-    cand = {"a": {"f1": 0.8, "support": 10}, "b": {"f1": 0.1, "support": 3}, "c": {"f1": 0.78, "support": 10},
-            "new": {"f1": 0.9, "support": 6}}
+    cand = {
+        "a": {"f1": 0.8, "support": 10},
+        "b": {"f1": 0.1, "support": 3},
+        "c": {"f1": 0.78, "support": 10},
+        "new": {"f1": 0.9, "support": 6},
+    }
     _class_rows(report, "set", base, cand, new_labels={"new"})
     assert len(report.regressions) == 1 and "class a " in report.regressions[0]  # b: too few rows, c: within tolerance
     rows = {r["label"]: r for r in report.per_class["set"]}
@@ -98,7 +135,7 @@ def test_class_regressions_respect_tolerance_and_support() -> None:
 
 
 def test_bad_arguments_are_typed_errors(base_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError, match="does not exist|do not exist"):
+    with pytest.raises(InvalidInputError, match="do not exist"):
         retrain(base_dir, [tmp_path / "missing.jsonl"], out=tmp_path / "x", track=False)
     with pytest.raises(InvalidInputError, match="differ"):
         retrain(base_dir, [_oom_incidents(tmp_path / "i.jsonl")], out=base_dir, track=False)

@@ -103,11 +103,17 @@ class _Builder:
         split = raw.rfind(b"\n", 0, m.start()) + 1
         if split >= _MIN_FAST_PREFIX:
             # the lines before the first one that needs the general parser take the fast path
-            # (typically all but a launcher summary at the end of the log)
-            head, raw = raw[:split], raw[split:]
-            lineno = self._add_block_fast(head.decode("utf-8", "replace"), head, masker, source, file_rank, lineno)
-            block = raw.decode("utf-8", "replace")
-        return self._add_block_general(block, raw, masker, source, file_rank, lineno)
+            # (typically all but a launcher summary at the end of the log). Splitting further,
+            # around every NCCL debug line, was measured slower: each pass has a fixed cost.
+            lineno = self._fast_bytes(raw[:split], masker, source, file_rank, lineno)
+            raw = raw[split:]
+        return self._general_bytes(raw, masker, source, file_rank, lineno)
+
+    def _fast_bytes(self, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
+        return self._add_block_fast(raw.decode("utf-8", "replace"), raw, masker, source, file_rank, lineno)
+
+    def _general_bytes(self, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
+        return self._add_block_general(raw.decode("utf-8", "replace"), raw, masker, source, file_rank, lineno)
 
     def _add_block_general(
         self, block: str, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int
@@ -195,8 +201,10 @@ class _Builder:
         if b" NCCL" in raw:
             hosts = {h.decode("utf-8", "replace") for h in _NCCL_HOST_IN_TEXT.findall(raw)}
             if hosts:
-                masker.learn_hosts(hosts)
-        self.bundle.formats["torchrun"] += sum(1 for _, r, _ in pairs if r)
+                masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
+        n_prefixed = sum(1 for _, r, _ in pairs if r)
+        if n_prefixed:
+            self.bundle.formats["torchrun"] += n_prefixed
         hits = _line_indices(masker.detector(), raw)
         salient = _line_indices(SALIENT, raw)
         texts = [ts + rest if ts else rest for ts, _, rest in pairs]
@@ -208,11 +216,11 @@ class _Builder:
             texts = [collapse_cr(t) if "\r" in t else t for t in texts]
         groups: dict[StreamKey, list[int]] = {}
         default_key: StreamKey = file_rank if file_rank is not None else GLOBAL_STREAM
-        for i, (_, r, rest) in enumerate(pairs):
+        for i, (ts, r, rest) in enumerate(pairs):
             key: StreamKey
             if r:
                 key = int(r)
-            elif not rest or rest.isspace():
+            elif (not rest or rest.isspace()) and not ts:  # blank (a bare timestamp is kept, as by the general parser)
                 continue
             elif file_rank is None and (
                 "[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest or "[PG ID" in rest
@@ -295,6 +303,9 @@ class _Builder:
         bundle = self.bundle
         names = {raw: masker.mask(raw) for raw in bundle.sources}  # member names can hold hosts/users
         bundle.sources = [names[raw] for raw in bundle.sources]
+        # a host can be learned after lines naming it were kept (a later block, a launcher
+        # summary, a prefix the fast path does not parse): every kept line is checked again
+        late_hosts = masker.n_host_names > 0
         for key, st in self.streams.items():
             seen: set[tuple[str, int]] = set()
             lines: list[LogLine] = []
@@ -303,6 +314,8 @@ class _Builder:
                 if ident in seen:
                     continue
                 seen.add(ident)
+                if late_hosts:
+                    text = masker.mask_known_hosts(text)
                 lines.append(LogLine(key, names.get(source, source), lineno, text, host, salient))
             order = {s: i for i, s in enumerate(bundle.sources)}
             lines.sort(key=lambda ln: (order.get(ln.source, 0), ln.lineno))

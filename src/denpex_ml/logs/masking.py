@@ -232,6 +232,11 @@ class Masker:
     def n_hosts(self) -> int:
         return len(set(self._hosts.values()))
 
+    @property
+    def n_host_names(self) -> int:
+        """Host names (and aliases) learned so far; grows whenever masking learns a name."""
+        return len(self._hosts)
+
     def _hosts_regex(self) -> re.Pattern[str] | None:
         if not self._hosts:
             return None
@@ -239,6 +244,13 @@ class Masker:
             names = sorted(self._hosts, key=len, reverse=True)
             self._host_re = re.compile(r"(?<![\w.-])(?:" + "|".join(map(re.escape, names)) + r")(?!\w)")
         return self._host_re
+
+    def mask_known_hosts(self, text: str) -> str:
+        """Replace hostnames learned so far (for lines kept before a host was learned)."""
+        host_re = self._hosts_regex()
+        if host_re is None or host_re.search(text) is None:
+            return text
+        return host_re.sub(lambda m: self._hosts.get(m.group(0), m.group(0)), text)
 
     # -- masking ----------------------------------------------------------------
     def mask(self, text: str) -> str:
