@@ -14,13 +14,15 @@ import pytest
 from denpex_ml.batch import (
     JobPattern,
     JobResult,
+    ModelSpec,
     ResultSink,
     discover_jobs,
     read_results,
     score_archive,
 )
+from denpex_ml.batch.score import _Pool
 from denpex_ml.cli import EXIT_INPUT_ERROR, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, main
-from denpex_ml.errors import InvalidInputError, LogNotFoundError
+from denpex_ml.errors import InvalidInputError, LogNotFoundError, WorkerCrashedError
 from denpex_ml.model.core import DenpexModel
 
 OOM = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n[rank0]: step 10 loss 2.1\n"
@@ -269,3 +271,45 @@ def test_row_json_has_no_secrets(tmp_path: Path, tiny_model: DenpexModel) -> Non
     text = json.dumps(row.to_dict())
     for secret in ("10.1.2.3", "alice@example.com", "hf_abcdefghijklmnopqrstuvwxyz0123"):
         assert secret not in text
+
+
+# -- a worker that dies -------------------------------------------------------------------------
+class _DiesOnPoison:
+    """Wraps a model; kills its own process on a job whose log says so (a native crash)."""
+
+    def __init__(self, inner: DenpexModel) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+
+    def diagnose(self, bundle, started=None):  # type: ignore[no-untyped-def]
+        if "POISON-KILLS-WORKER" in bundle.text():
+            os._exit(13)
+        return self.inner.diagnose(bundle, started=started)
+
+
+class CrashingSpec(ModelSpec):
+    def load(self):  # type: ignore[no-untyped-def]
+        return _DiesOnPoison(super().load())
+
+
+def test_a_job_that_kills_its_worker_is_an_error_row_and_the_rest_are_scored(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    root = _jobs_dir(tmp_path / "jobs")
+    (root / "job-p.log").write_text("[rank0]: POISON-KILLS-WORKER\n")
+    for i in range(4):
+        (root / f"job-q{i}.log").write_text(OOM)
+    pool = _Pool(2, CrashingSpec(str(tiny_model_dir)), None)
+    rows = {r.job_id: r for r in pool.run(discover_jobs(root))}
+    assert len(rows) == 8
+    assert rows["job-p.log"].error_type == "WorkerCrashedError"
+    assert all(r.ok for job_id, r in rows.items() if job_id != "job-p.log")
+
+
+def test_workers_that_cannot_work_end_the_batch_with_a_typed_error(tmp_path: Path, tiny_model_dir: Path) -> None:
+    root = tmp_path / "jobs"
+    root.mkdir()
+    for i in range(5):
+        (root / f"j{i}.log").write_text("[rank0]: POISON-KILLS-WORKER\n")
+    with pytest.raises(WorkerCrashedError, match="in a row"):
+        list(_Pool(2, CrashingSpec(str(tiny_model_dir)), None).run(discover_jobs(root)))

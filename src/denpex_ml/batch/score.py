@@ -26,7 +26,7 @@ from denpex_ml.logs.ingest import read_members
 from denpex_ml.logs.sources import Member, ReadBudget, iter_bytes_members, iter_members
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.diagnosis import Diagnosis
-from denpex_ml.model.persistence import models_root
+from denpex_ml.model.persistence import models_root, read_model_dir
 
 __all__ = ["ENGINES", "ModelSpec", "score_archive", "score_job", "score_jobs"]
 
@@ -152,7 +152,17 @@ def _score_in_worker(job: Job) -> JobResult:
 
 
 class _Pool:
-    """A process pool that is rebuilt when a worker dies; each job gets two tries."""
+    """A process pool that survives workers dying.
+
+    When a worker dies (killed for memory, a crash in native code) the pool is rebuilt and
+    every job that was in flight becomes a *suspect*. Suspects are then scored one at a time,
+    so a job that kills its worker again is the culprit: it becomes a ``WorkerCrashedError``
+    row and the others are scored normally. Workers that die on several suspects in a row
+    with no success in between end the batch (they cannot work at all).
+    """
+
+    #: Suspects in a row that may kill their worker before the batch is given up.
+    MAX_CONSECUTIVE_CRASHES = 3
 
     def __init__(self, workers: int, spec: ModelSpec, limits: IngestLimits | None) -> None:
         self.workers = workers
@@ -169,64 +179,65 @@ class _Pool:
             initargs=(self.spec, self.limits),
         )
 
+    def _rebuild(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.executor = self._new()
+
     def run(self, jobs: Iterable[Job]) -> Iterator[JobResult]:
-        inflight: dict[Future[JobResult], tuple[Job, int]] = {}
-        retry: list[tuple[Job, int]] = []
+        inflight: dict[Future[JobResult], Job] = {}
+        suspects: list[Job] = []
+        alone = False  # one suspect is running by itself
         it = iter(jobs)
         exhausted = False
-        window = 2 * self.workers
-        finished = 0  # results from the current pool: 0 when it breaks means workers cannot start
+        crashes_in_a_row = 0
         try:
             while True:
-                while len(inflight) < window and (retry or not exhausted):
-                    if retry:
-                        job, tries = retry.pop()
-                    else:
+                if suspects:
+                    if not inflight:
+                        job = suspects.pop(0)
+                        inflight[self.executor.submit(_score_in_worker, job)] = job
+                        alone = True
+                else:
+                    alone = False
+                    while len(inflight) < 2 * self.workers and not exhausted:
                         nxt = next(it, None)
                         if nxt is None:
                             exhausted = True
-                            break
-                        if nxt.error is not None:
+                        elif nxt.error is not None:
                             yield JobResult.failed(nxt.id, *nxt.error)
-                            continue
-                        job, tries = nxt, 0
-                    inflight[self.executor.submit(_score_in_worker, job)] = (job, tries)
+                        else:
+                            inflight[self.executor.submit(_score_in_worker, nxt)] = nxt
                 if not inflight:
                     return
                 done, _ = wait(inflight, return_when=FIRST_COMPLETED)
                 broken = False
                 for fut in done:
-                    job, tries = inflight.pop(fut)
+                    job = inflight.pop(fut)
                     try:
                         result = fut.result()
                     except BrokenProcessPool:
                         broken = True
-                        retry.append((job, tries + 1))
+                        if not alone:
+                            suspects.append(job)
+                            continue
+                        crashes_in_a_row += 1
+                        if crashes_in_a_row >= self.MAX_CONSECUTIVE_CRASHES:
+                            raise WorkerCrashedError(
+                                f"worker processes died on {crashes_in_a_row} jobs in a row: they cannot start or "
+                                "load the model (run with --workers 1 to see the error)"
+                            ) from None
+                        yield JobResult.failed(
+                            job.id,
+                            "WorkerCrashedError",
+                            "the worker process died while scoring this job alone (killed for memory, or a crash in native code)",
+                        )
                     else:
-                        finished += 1
+                        crashes_in_a_row = 0
                         yield result
                 if broken:
-                    if finished == 0:
-                        raise WorkerCrashedError(
-                            "worker processes died before scoring any job (they could not start or load the model; "
-                            "run with --workers 1 to see the error)"
-                        )
-                    finished = 0
-                    retry += [(job, tries + 1) for job, tries in inflight.values()]
+                    suspects += list(inflight.values())
                     inflight.clear()
-                    self.executor.shutdown(wait=True, cancel_futures=True)
-                    self.executor = self._new()
-                    keep: list[tuple[Job, int]] = []
-                    for job, tries in retry:
-                        if tries >= 2:
-                            yield JobResult.failed(
-                                job.id,
-                                "WorkerCrashedError",
-                                "the worker process died twice while scoring this job (killed for memory?)",
-                            )
-                        else:
-                            keep.append((job, tries))
-                    retry = keep
+                    self._rebuild()
         finally:
             self.executor.shutdown(wait=True, cancel_futures=True)
 
@@ -259,7 +270,9 @@ def score_jobs(
         for job in jobs:
             yield score_job(m, job, limits=limits)
         return
-    yield from _Pool(workers, ModelSpec.of(model, taxonomy_dirs), limits).run(jobs)
+    spec = ModelSpec.of(model, taxonomy_dirs)
+    read_model_dir(spec.path)  # a missing or corrupt model is a typed error here, not dying workers
+    yield from _Pool(workers, spec, limits).run(jobs)
 
 
 def score_archive(
