@@ -1,26 +1,4 @@
-"""The labelled-incident store: failures a team diagnosed, kept for the next retrain.
-
-An :class:`IncidentStore` is a directory holding ``incidents.jsonl`` in the dataset
-format of :mod:`denpex_ml.dataset` (see ``docs/dataset-format.md``), so
-``load_incidents(store.file, labels=store.allowed_labels)`` and ``to_hf_dataset`` read
-it as they read any other dataset. Every log is masked at ingress (tokens, e-mails,
-user names, IPs and hostnames become stable per-incident pseudonyms) before it is
-stored; the real values are never written.
-
-Writes are atomic (a temporary file in the store directory, ``fsync``, ``os.replace``)
-and serialised by an exclusive ``flock`` on ``.incidents.lock``, so concurrent
-``add`` calls from several processes all land.
-
-Example
--------
->>> import tempfile
->>> store = IncidentStore(tempfile.mkdtemp())
->>> inc = store.add({"rank0.log": "torch.OutOfMemoryError: CUDA out of memory on 10.1.2.3"}, label="cuda-oom")
->>> inc.logs["rank0.log"]
-'torch.OutOfMemoryError: CUDA out of memory on ip-1'
->>> len(store), store.labels()
-(1, {'cuda-oom': 1})
-"""
+"""The store itself: an ``incidents.jsonl`` in the dataset format, atomic and locked writes."""
 
 from __future__ import annotations
 
@@ -30,7 +8,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -47,14 +24,12 @@ from denpex_ml.errors import (
     DuplicateIncidentError,
     InputTooLargeError,
     InvalidInputError,
-    NotALogError,
     UnknownIncidentError,
 )
+from denpex_ml.incidents.collect import LogInput, bracket_hosts, collect, mask_secrets
 from denpex_ml.logs.limits import IngestLimits
-from denpex_ml.logs.masking import DEFAULT_RULES, Masker
-from denpex_ml.logs.normalize import looks_binary, sniff_encoding
+from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.prefixes import discover_hosts
-from denpex_ml.logs.sources import ReadBudget, iter_members, opened
 from denpex_ml.taxonomy import load_taxonomy
 from denpex_ml.taxonomy.schema import UNKNOWN_ID
 
@@ -69,8 +44,6 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str]
-#: What :meth:`IncidentStore.add` accepts: a path, or a mapping ``name or rank -> text``.
-LogInput = PathLike | Mapping[str | int, str | bytes]
 
 #: Default cap on the masked text of one incident (all files together), in UTF-8 bytes.
 DEFAULT_MAX_BYTES = 32 * 1024**2
@@ -84,19 +57,6 @@ ORIGIN_USER = "user"
 RESERVED_META: tuple[str, ...] = ("added", "content_sha256", "label_history", "origin")
 
 _NEW_FILE_MODE = 0o644
-_BINARY_SNIFF = 8192
-# Hosts in bracketed prefixes, "[gpu-node-7:3]" (host:rank) or "[gpu-node-7:12345:0:1]"
-# (Open MPI / UCX host:pid), which prefixes.discover_hosts does not look for. The name must
-# hold a digit or '-' (so "[main:0]" is no host); qualified names are masked by the FQDN rule.
-_BRACKET_HOST = re.compile(
-    r"^(?:\[(?:rank|default)\d+\]:[ ]?)?\[([A-Za-z][\w-]*[\d-][\w.-]*):\d+(?:[ ]*:\d+)*\]", re.MULTILINE
-)
-# "[train_2.py:10]", "[rank3:0]", "[cuda-0:1]" are a source location, a rank or a device, not hosts.
-_NOT_BRACKET_HOST = re.compile(
-    r"(?i).*\.(?:py|pyx|c|cc|cpp|cxx|h|hh|hpp|cu|cuh|rs|go|java|js|ts|sh|log|txt|so|yaml|yml|json)"
-    r"|(?:rank|local_?rank|default|pid|tid|proc(?:ess)?|worker|cuda|device|dev)[-_]?\d*"
-)
-_NOT_HOSTS = frozenset({"localhost", "unknown", "none", "null", "n/a"})
 
 
 def content_sha256(incident: Incident) -> str:
@@ -126,62 +86,6 @@ def content_sha256(incident: Incident) -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _mask_secrets(text: str) -> str:
-    """Secrets, e-mails and user names masked (no host/IP pseudonyms: keeps URLs whole)."""
-    for rule in DEFAULT_RULES:
-        if not rule.gate or rule.gate_re.search(text) is not None:
-            text = rule.pattern.sub(rule.replacement, text)
-    return text
-
-
-def _bracket_hosts(text: str) -> set[str]:
-    return {
-        host
-        for host in (m.group(1) for m in _BRACKET_HOST.finditer(text))
-        if host.lower() not in _NOT_HOSTS and not _NOT_BRACKET_HOST.fullmatch(host)
-    }
-
-
-def _decode(data: bytes, name: str) -> str:
-    """Bytes of one log file as text; refuses binary content.
-
-    UTF-8 with undecodable bytes as U+FFFD (UTF-16 when the file starts with its BOM);
-    a byte-order mark is dropped. NUL bytes, or more than 10 % control bytes at the
-    start, mean binary.
-    """
-    head = data[:_BINARY_SNIFF]
-    if sniff_encoding(head) == "utf-16":
-        text = data.decode("utf-16", errors="replace")
-    else:
-        if b"\x00" in data or looks_binary(head):
-            raise NotALogError(f"{name}: binary content (NUL or control bytes), expected a text log")
-        text = data.decode("utf-8", errors="replace")
-    if "\x00" in text:
-        raise NotALogError(f"{name}: binary content (NUL characters), expected a text log")
-    return text.removeprefix("\ufeff")
-
-
-def _clean_str(text: str, name: str) -> str:
-    """A caller's ``str`` log: lone surrogates replaced (they cannot be written as UTF-8)."""
-    if "\x00" in text:
-        raise NotALogError(f"{name}: binary content (NUL characters), expected a text log")
-    return text.encode("utf-8", errors="replace").decode("utf-8").removeprefix("\ufeff")
-
-
-def _hidden(name: str) -> bool:
-    return any(part.startswith(".") or part == "__MACOSX" for part in name.split("/"))
-
-
-@dataclass
-class _Collected:
-    """Raw (unmasked) files of one incident, before masking."""
-
-    files: list[tuple[str, str]]
-    single: bool  # a path to one plain file: stored as ``log``
-    basename: str | None  # for the default source
-    skipped: list[str]
 
 
 @dataclass(frozen=True)
@@ -510,11 +414,11 @@ class IncidentStore:
         if source_url is not None and (not isinstance(source_url, str) or not source_url.strip()):
             raise InvalidInputError(f"source_url must be a non-empty string, got {source_url!r}")
 
-        collected = self._collect(source)
+        collected = collect(source, self._limits)
         masker = Masker()
         hosts: set[str] = set()
         for _, text in collected.files:
-            hosts |= discover_hosts(text) | _bracket_hosts(text)
+            hosts |= discover_hosts(text) | bracket_hosts(text)
         masker.learn_hosts(sorted(hosts))
         known = masker.n_hosts
         masked = [masker.mask(text) for _, text in collected.files]
@@ -549,7 +453,7 @@ class IncidentStore:
         if incident_id is None:
             incident_id = f"inc-{now[:10].replace('-', '')}-{content[:8]}"
         if source_url is not None:
-            source_text = _mask_secrets(source_url.strip())
+            source_text = mask_secrets(source_url.strip())
         elif collected.basename is not None:
             source_text = f"local:{masker.mask(collected.basename)}"
         else:
@@ -639,84 +543,3 @@ class IncidentStore:
     @staticmethod
     def _describe(source: LogInput) -> str:
         return "log mapping" if isinstance(source, Mapping) else str(source)
-
-    def _collect(self, source: LogInput) -> _Collected:
-        if isinstance(source, Mapping):
-            return self._collect_mapping(source)
-        if not isinstance(source, (str, os.PathLike)):
-            raise InvalidInputError(f"source must be a log path or a mapping name -> text, got {type(source).__name__}")
-        return self._collect_path(Path(source))
-
-    def _collect_mapping(self, source: Mapping[str | int, str | bytes]) -> _Collected:
-        files: list[tuple[str, str]] = []
-        skipped: list[str] = []
-        for key, value in source.items():
-            if isinstance(key, bool) or not isinstance(key, (int, str)):
-                raise InvalidInputError(f"log mapping: key {key!r} must be a rank (int) or a file name (str)")
-            name = str(key)
-            why = check_log_key(name)
-            if why:
-                raise DatasetError(f"log mapping: field logs: {why}")
-            if isinstance(value, bytes):
-                text = _decode(value, f"log mapping[{name!r}]")
-            elif isinstance(value, str):
-                text = _clean_str(value, f"log mapping[{name!r}]")
-            else:
-                raise InvalidInputError(
-                    f"log mapping: value of {name!r} must be str or bytes, got {type(value).__name__}"
-                )
-            if not text.strip():
-                raise NotALogError(f"log mapping[{name!r}]: empty log")
-            files.append((name, text))
-        if not files:
-            raise NotALogError("log mapping: no logs given")
-        return _Collected(files, single=False, basename=None, skipped=skipped)
-
-    def _collect_path(self, path: Path) -> _Collected:
-        budget = ReadBudget(self._limits, str(path))
-        single_file = path.is_file()
-        archive_prefix = f"{path.name}/"
-        is_archive = not single_file  # a directory is a container too
-        entries: list[tuple[str, bytes]] = []
-        for member in iter_members(path, self._limits, budget):
-            name = member.name
-            inside = not single_file  # a member of a directory or archive, not the file itself
-            if single_file and name.startswith(archive_prefix):
-                name = name[len(archive_prefix) :]
-                is_archive = inside = True
-            with opened(member) as stream:  # tar streams are read in order: consume every member
-                data = stream.read()
-            if not (inside and _hidden(name)):
-                entries.append((name, data))
-        single = not is_archive
-        if is_archive and single_file:
-            entries = _strip_common_folder(entries)
-        files: list[tuple[str, str]] = []
-        skipped: list[str] = list(budget.warnings)
-        for name, data in entries:
-            try:
-                text = _decode(data, str(path) if single else f"{path}: {name}")
-            except NotALogError:
-                if single:
-                    raise
-                skipped.append(f"{name} (binary)")
-                continue
-            if not text.strip():
-                if single:
-                    raise NotALogError(f"{path}: empty log (no text besides whitespace)")
-                skipped.append(f"{name} (empty)")
-                continue
-            files.append((name, text))
-        if not files:
-            what = ", ".join(skipped) if skipped else "no files"
-            raise NotALogError(f"{path}: no text log to store ({what})")
-        basename = Path(os.path.abspath(path)).name or str(path)
-        return _Collected(files, single=single, basename=basename, skipped=skipped)
-
-
-def _strip_common_folder(entries: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-    """Drop a top-level folder every member of an archive lies in (``job/rank0.log``)."""
-    firsts = {name.split("/", 1)[0] for name, _ in entries}
-    if len(firsts) == 1 and all("/" in name for name, _ in entries):
-        return [(name.split("/", 1)[1], data) for name, data in entries]
-    return entries
