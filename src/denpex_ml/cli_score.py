@@ -164,7 +164,10 @@ class Summary:
                 confs = sorted(self.confidences[label])
                 t.add_row(label, str(count), f"{count / n_ok:.0%}", f"{confs[len(confs) // 2]:.2f}")
             console.print(t)
-            console.print(f"unknown (abstained) rate: {self.labels.get('unknown', 0) / n_ok:.1%}")
+            console.print(
+                f"unknown (abstained) rate: {self.labels.get('unknown', 0) / n_ok:.1%}; "
+                f"no failure found: {self.labels.get('no-failure', 0) / n_ok:.1%}"
+            )
         if self.errors:
             e = Table(title="errors")
             e.add_column("error", no_wrap=True)

@@ -15,6 +15,7 @@ __all__ = [
     "DenpexError",
     "DependencyMissingError",
     "DuplicateIncidentError",
+    "FlightRecorderError",
     "InputTooLargeError",
     "InvalidInputError",
     "LogNotFoundError",
@@ -54,6 +55,10 @@ class UnsafeArchiveMemberError(ArchiveError):
 
 class InputTooLargeError(DenpexError, ValueError):
     """An input exceeds a configured size or decompression-ratio limit (e.g. a zip bomb)."""
+
+
+class FlightRecorderError(DenpexError, ValueError):
+    """A PyTorch Flight Recorder dump is unreadable, malformed, too large or unsafe (a pickle naming code)."""
 
 
 class TaxonomyError(DenpexError, ValueError):

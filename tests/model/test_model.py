@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from denpex_ml import Diagnosis, ModelError, classify
+from denpex_ml.errors import NotALogError
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.persistence import read_model_dir
 
@@ -58,9 +59,31 @@ def test_same_data_and_seed_reproduce_predictions(tiny_model_dir: Path, tmp_path
     assert a.alternatives == b.alternatives
 
 
-def test_no_evidence_abstains(tiny_model: DenpexModel) -> None:
-    d = tiny_model.classify(text="hello world\njust a line\n")
-    assert d.label == "unknown" and d.abstained
+def test_a_log_without_any_failure_evidence_is_no_failure(tiny_model: DenpexModel) -> None:
+    d = tiny_model.classify(text="hello world\njust a line\nstep 10 loss 2.31\n")
+    assert d.label == "no-failure" and d.no_failure and not d.abstained
+    assert d.initiating_rank is None
+    assert d.to_dict()["no_failure"] is True
+
+
+@pytest.mark.parametrize("text", ["", "\n\n   \n"])
+def test_empty_input_is_not_a_log(tiny_model: DenpexModel, text: str) -> None:
+    with pytest.raises(NotALogError, match="no log lines"):
+        tiny_model.classify(text=text)
+
+
+def test_hang_report_and_advice_reach_the_diagnosis(tiny_model: DenpexModel) -> None:
+    wd = (
+        "[rank{r}]:[E1201 10:00:00.0 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum={s}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600042 "
+        "milliseconds before timing out."
+    )
+    d = tiny_model.classify(text="\n".join(wd.format(r=r, s=9 if r else 11) for r in range(4)))
+    assert d.hang is not None and d.hang.is_hang
+    assert d.hang.suspects == (0,)
+    out = d.to_dict()
+    assert out["hang"]["suspects"] == [0] and out["hang"]["ranks"][0]["rank"] == 0
+    assert "Hang in phase" in d.summary()
 
 
 def test_corrupt_head_is_refused(tiny_model_dir: Path, tmp_path: Path) -> None:

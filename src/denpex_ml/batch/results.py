@@ -32,6 +32,8 @@ COLUMNS = (
     "alternatives",
     "initiating_rank",
     "initiating_reason",
+    "hang_phase",
+    "hang_suspects",
     "evidence",
     "ranks",
     "lines",
@@ -42,7 +44,7 @@ COLUMNS = (
     "error",
     "model",
 )
-_NESTED = ("alternatives", "evidence", "warnings")
+_NESTED = ("alternatives", "hang_suspects", "evidence", "warnings")
 
 
 @dataclass
@@ -64,6 +66,8 @@ class JobResult:
     alternatives: list[dict[str, Any]] = field(default_factory=list)
     initiating_rank: int | None = None
     initiating_reason: str = ""
+    hang_phase: str | None = None  #: the phase a hang happened in (hang analysis), else None
+    hang_suspects: list[int] = field(default_factory=list)  #: ranks the others waited for
     evidence: list[dict[str, Any]] = field(default_factory=list)
     ranks: int | None = None
     lines: int | None = None

@@ -81,6 +81,8 @@ def _row(job_id: str, d: Diagnosis, model_id: str) -> JobResult:
         alternatives=data["alternatives"][:3],
         initiating_rank=d.initiating_rank,
         initiating_reason=d.initiating_reason,
+        hang_phase=d.hang.phase.value if d.hang is not None else None,
+        hang_suspects=list(d.hang.suspects) if d.hang is not None else [],
         evidence=[
             {k: ev[k] for k in ("rank", "source", "line", "text", "why") if k in ev}
             for ev in data["evidence"][:ROW_EVIDENCE]

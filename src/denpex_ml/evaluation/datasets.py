@@ -91,7 +91,7 @@ def build_pools(
     taxonomy: Taxonomy,
     *,
     per_class_test: int | None = None,
-    real_data: str | None = None,
+    real_data: str | Sequence[str] | None = None,
     real_trained_on: bool = True,
     extra_data: Sequence[str] = (),
 ) -> tuple[dict[str, Pool], list[EvalSet]]:

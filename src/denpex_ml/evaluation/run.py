@@ -66,7 +66,7 @@ class EvalConfig:
 
     model_dir: str | None = None
     per_class_test: int | None = None
-    real_data: str | None = ""
+    real_data: str | list[str] | None = ""
     real_cv: bool = True
     extra_data: tuple[str, ...] = ()
     baselines: tuple[str, ...] = BASELINES
@@ -241,7 +241,7 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
     tcfg = TrainConfig.from_dict({**mcfg, "real_data": None, "extra_data": ()})
     real_path = mcfg.get("real_data") if config.real_data == "" else config.real_data
     notes: list[str] = []
-    if real_path and not data_path_exists(real_path):
+    if real_path and not all(data_path_exists(p) for p in ([real_path] if isinstance(real_path, str) else real_path)):
         notes.append(f"real data {real_path} not found: real and real-unknown rows left out")
         real_path = None
     trained_real = bool(real_path) and real_path == mcfg.get("real_data")
@@ -279,7 +279,7 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
         tick = progress("cross-validating on real incidents", folds)
         for tr, te in GroupKFold(folds).split(real_fs.X, real_fs.y, real_fs.groups):
             fold_fs = _concat(train_fs, real_fs.subset(np.isin(np.arange(len(real_fs)), tr)))
-            head = _fit_head(fold_fs, model.head.layout, entry_emb, tcfg)
+            head = _fit_head(fold_fs, model.head.layout, entry_emb, tcfg, model.head.hang_affinity)
             oof[te] = head.predict_proba(real_fs.X[te])
             if "tfidf" in config.baselines:
                 tf_oof[te] = _fit_tfidf(fold_fs, labels, tcfg.real_weight).predict_proba([s.texts[i] for i in te])

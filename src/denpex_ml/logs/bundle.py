@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from denpex_ml.logs.launcher import LauncherSummary
 from denpex_ml.logs.timestamps import parse_timestamp
@@ -80,6 +81,9 @@ class LogBundle:
         How many lines each launcher format matched (``torchrun``, ``srun``...).
     warnings:
         Skipped members (links, binaries) and other non-fatal findings.
+    flight_recorder:
+        PyTorch Flight Recorder dumps found among the job's files, by rank
+        (:class:`~denpex_ml.logs.flight_recorder.FlightRecorderDump`, read without unpickling code).
     """
 
     streams: dict[StreamKey, RankLog] = field(default_factory=dict)
@@ -92,6 +96,7 @@ class LogBundle:
     masked: dict[str, int] = field(default_factory=dict)
     n_hosts: int = 0
     warnings: list[str] = field(default_factory=list)
+    flight_recorder: dict[int, Any] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:

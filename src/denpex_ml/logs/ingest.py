@@ -24,14 +24,15 @@ from typing import BinaryIO
 
 import re2
 
-from denpex_ml.errors import ArchiveError, DenpexError, InvalidInputError, NotALogError
+from denpex_ml.errors import ArchiveError, DenpexError, FlightRecorderError, InvalidInputError, NotALogError
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine, RankLog, StreamKey
+from denpex_ml.logs.flight_recorder import looks_like_flight_recorder, read_flight_recorder
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_text_blocks
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
-from denpex_ml.logs.sources import Member, ReadBudget, iter_bytes_members, iter_members, opened
+from denpex_ml.logs.sources import Member, ReadBudget, iter_bytes_members, iter_members, opened, peek
 
 __all__ = ["LogSource", "read_logs", "read_members"]
 
@@ -43,10 +44,15 @@ SALIENT_PATTERN = (
     r"terminate|[Dd]enied|No such file|not found|[Rr]efused|reset by peer|out of memory|OOM|[Ee]xit ?code|"
     r"[Hh]ang|[Ss]tuck|[Mm]ismatch|[Ii]llegal|[Ii]nvalid|[Cc]annot|[Uu]nable|[Oo]verflow|[Ss]kipping|"
     r"File \"|--[a-z][\w-]+|\.{4,} |SeqNum|[Dd]eadlock|[Ww]atchdog|NCCL version|[Ll]oss scale (?:reduced|to|already)|[Rr]educing loss scale|"
-    r"[Uu]nrecognized|[Uu]ndefined symbol|[Ee]xpected|[Mm]issing|[Cc]rash|[Dd]ied|[Ee]xited|[Ss]hutdown"
+    r"[Uu]nrecognized|[Uu]ndefined symbol|[Ee]xpected|[Mm]issing|[Cc]rash|[Dd]ied|[Ee]xited|[Ss]hutdown|"
+    # hang analysis: py-spy frames and thread headers, phase boundaries (save, eval, tokenise, end)
+    r"\.py:\d+\)|Thread (?:0x[0-9a-fA-F]+|\d+) \(|[Ss]aving (?:model )?checkpoint|Running (?:Evaluation|tokenizer)|"
+    r"[Tt]raining (?:completed|finished)|train_runtime|CANCELLED AT|[Pp]reempt|KeyboardInterrupt|death signal|nranks"
 )
 SALIENT = re2.compile(SALIENT_PATTERN.encode())
 _TEMPLATE = re.compile(r"0x[0-9a-fA-F]+|\d+")
+#: Largest Flight Recorder dump read (bytes); larger ones are skipped with a warning.
+FR_MAX_BYTES = 64 * 1024 * 1024
 _NCCL_COMM_RANK = re.compile(r"\brank (\d+) nranks (\d+)\b")
 
 
@@ -497,24 +503,52 @@ def _text_opener(text: str) -> Callable[[], BinaryIO]:
     return lambda: io.BytesIO(text.encode("utf-8", errors="replace"))
 
 
+def _read_flight_recorder(builder: _Builder, masker: Masker, stream: BinaryIO, name: str) -> None:
+    """Keep a Flight Recorder dump (read by the restricted reader: no pickled code ever runs)."""
+    limit = FR_MAX_BYTES
+    data = stream.read(limit + 1)  # the peeked stream starts again at the first byte
+    if len(data) > limit:
+        raise FlightRecorderError(f"{masker.mask(name)}: Flight Recorder dump larger than {limit} bytes")
+    dump = read_flight_recorder(data, source=masker.mask(name), max_bytes=limit)
+    rank = dump.rank if dump.rank is not None else rank_from_path(name)
+    if rank is None:
+        rank = len(builder.bundle.flight_recorder)
+    builder.bundle.flight_recorder[rank] = dump
+    builder.bundle.formats["flight-recorder"] += 1
+
+
 def _read_members(
     builder: _Builder, masker: Masker, members: Iterable[Member], budget: ReadBudget, *, strict: bool, what: str
 ) -> LogBundle:
-    """Ingest every member; binary members are skipped with a warning (or raise when ``strict``)."""
+    """Ingest every member; binary members are skipped with a warning (or raise when ``strict``).
+
+    PyTorch Flight Recorder dumps among them (pickle or JSON) are read by
+    :func:`~denpex_ml.logs.flight_recorder.read_flight_recorder` into ``bundle.flight_recorder``;
+    one that the restricted reader refuses is skipped with a warning (raises when ``strict``).
+    """
     n = 0
     binaries = 0
     for member in members:
         n += 1
         try:
-            with opened(member) as stream:
+            with opened(member) as raw:
+                head, stream = peek(raw)  # type: ignore[arg-type]
+                if looks_like_flight_recorder(head, member.name):
+                    _read_flight_recorder(builder, masker, stream, member.name)
+                    continue
                 _ingest_stream(builder, masker, stream, member.name, budget.limits)  # type: ignore[arg-type]
+        except FlightRecorderError as exc:
+            if strict:
+                raise
+            budget.warnings.append(f"skipped {masker.mask(member.name)}: {exc}")
+            continue
         except NotALogError:
             if strict:
                 raise
             binaries += 1
             builder.bundle.sources.pop()
             budget.warnings.append(f"skipped {masker.mask(member.name)}: binary content, not a log")
-    if binaries and binaries == n:
+    if binaries and binaries == n - len(builder.bundle.flight_recorder):
         raise NotALogError(f"{masker.mask(what)}: no text log among {n} file(s) (all binary)")
     bundle = builder.finish(masker)
     bundle.warnings.extend(masker.mask(w) for w in budget.warnings)

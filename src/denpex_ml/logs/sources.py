@@ -289,6 +289,11 @@ def _read_head(stream: BinaryIO, n: int = 512) -> tuple[bytes, BinaryIO]:
     return head, io.BufferedReader(_Chain(head, stream), 1 << 16)
 
 
+def peek(stream: BinaryIO, n: int = 8192) -> tuple[bytes, BinaryIO]:
+    """The first ``n`` bytes of ``stream`` and a stream that reads it again from the start."""
+    return _read_head(stream, n)
+
+
 def _gz_is_tar(path: Path) -> bool:
     try:
         with gzip.open(path, "rb") as gz:

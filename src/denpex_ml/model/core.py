@@ -12,16 +12,18 @@ from typing import Any
 import numpy as np
 
 from denpex_ml.embedding import CachedEncoder, Encoder, make_encoder
-from denpex_ml.errors import ModelError
+from denpex_ml.errors import ModelError, NotALogError
 from denpex_ml.features.fingerprints import FingerprintMatcher
-from denpex_ml.features.structure import FEATURE_NAMES
+from denpex_ml.hang.advice import advise
+from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
 from denpex_ml.logs import IngestLimits, LogBundle, LogSource, read_logs
 from denpex_ml.model.diagnosis import Diagnosis, Evidence
-from denpex_ml.model.featurize import Featurizer, JobAnalysis
+from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import find_initiator
 from denpex_ml.model.persistence import models_root, read_model_dir, write_model_dir
 from denpex_ml.taxonomy import UNKNOWN_ID, FingerprintRole, Taxonomy, load_taxonomy
+from denpex_ml.taxonomy.groups import HANG_IDS, NO_FAILURE_ID, TRANSPORT_IDS, group_of
 
 __all__ = ["DenpexModel", "default_model", "load_model"]
 
@@ -71,8 +73,19 @@ class DenpexModel:
         return self.head.predict_proba(X)
 
     def diagnose(self, bundle: LogBundle, *, started: float | None = None) -> Diagnosis:
-        """Classify an already-ingested bundle."""
+        """Classify an already-ingested bundle.
+
+        Raises
+        ------
+        NotALogError
+            The bundle holds no text line and no Flight Recorder dump (empty input, or every
+            file was skipped).
+        """
         t0 = started if started is not None else time.perf_counter()
+        no_lines = bundle.is_empty or not any(ln.text.strip() for ln in bundle.iter_lines())
+        if no_lines and not bundle.flight_recorder:
+            skipped = f" ({'; '.join(bundle.warnings[:3])})" if bundle.warnings else ""
+            raise NotALogError(f"the input holds no log lines to diagnose{skipped}")
         a = self.analyse(bundle)
         proba = self.predict_proba([a])[0]
         return self._diagnosis(a, proba, t0)
@@ -86,16 +99,71 @@ class DenpexModel:
         bundle = read_logs(source, text=text, limits=limits)
         return self.diagnose(bundle, started=t0)
 
-    def _diagnosis(self, a: JobAnalysis, proba: np.ndarray, t0: float) -> Diagnosis:
+    #: Abstention on hang / transport answers looks at the whole family: a known hang worded
+    #: unfamiliarly spreads its probability over the hang classes, it is not "unknown".
+    family_threshold: float = 0.55
+
+    def _decide(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str]:
+        """``(label, confidence, best taxonomy guess)`` from the calibrated probabilities.
+
+        * no error evidence at all (no fingerprint, no error line, no hang signal) -> ``no-failure``;
+        * the best entry above the abstention threshold -> that entry;
+        * a hang or transport entry below it, while its family together is likely -> that entry;
+        * otherwise ``unknown`` (its confidence: the mass not on the best entry).
+        """
         order = np.argsort(-proba)
         best = self.labels[int(order[0])]
         p_best = float(proba[order[0]])
+        fr_choice = self._flight_recorder_choice(a, proba)
+        if fr_choice is not None and best not in HANG_IDS:
+            return fr_choice
+        no_fail = self.labels.index(NO_FAILURE_ID) if NO_FAILURE_ID in self.labels else None
+        no_evidence = not a.hits and not any(s.priority >= 2.0 for s in a.selected) and not a.hang.is_hang
+        if no_evidence:
+            if no_fail is None:
+                return UNKNOWN_ID, 1.0 - p_best, best
+            p_nf = float(proba[no_fail])
+            rival = max((float(p) for i, p in enumerate(proba) if i != no_fail), default=0.0)
+            return NO_FAILURE_ID, p_nf / max(p_nf + rival, 1e-12), best
+        if p_best >= self.abstain_threshold:
+            return best, p_best, best
+        fam = group_of(best)
+        if best in HANG_IDS or best in TRANSPORT_IDS:
+            p_fam = float(sum(p for lab, p in zip(self.labels, proba, strict=True) if group_of(lab) == fam))
+            if p_fam >= self.family_threshold:
+                return best, p_best, best
+        return UNKNOWN_ID, 1.0 - p_best, best
+
+    def _flight_recorder_choice(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str] | None:
+        """When Flight Recorder dumps show a mismatch or a missing rank, the hang is one of the
+        entries that declare that signal (``hang_signals``): the likeliest of them, with its
+        probability renormalised over them. ``None`` without such a finding."""
+        A = self.head.hang_affinity
+        if A is None:
+            return None
+        names = [n for n in ("signal:flight-recorder-mismatch", "signal:flight-recorder-missing-rank") if n in a.hang.signals]
+        if not names:
+            return None
+        cols = [HANG_FEATURE_NAMES.index(n) for n in names]
+        allowed = np.asarray(A)[:, cols].sum(axis=1) > 0
+        if not allowed.any():
+            return None
+        masked = np.where(allowed, proba, -1.0)
+        i = int(masked.argmax())
+        return self.labels[i], float(proba[i] / max(float(proba[allowed].sum()), 1e-12)), self.labels[i]
+
+    def _diagnosis(self, a: JobAnalysis, proba: np.ndarray, t0: float) -> Diagnosis:
+        order = np.argsort(-proba)
         alternatives = [(self.labels[int(i)], float(proba[i])) for i in order[:5]]
-        no_evidence = a.bundle.is_empty or (not a.hits and not any(s.priority >= 2.0 for s in a.selected))
-        abstain = no_evidence or p_best < self.abstain_threshold
-        label = UNKNOWN_ID if abstain else best
-        confidence = (1.0 - p_best) if abstain else p_best
-        verdict = find_initiator(a.bundle, a.hits, a.structure, None if abstain else best)
+        label, confidence, best = self._decide(a, proba)
+        answered = label not in (UNKNOWN_ID, NO_FAILURE_ID)
+        verdict = find_initiator(a.bundle, a.hits, a.structure, best if answered else None)
+        rank, reason = verdict.rank, verdict.reason if verdict.rank is not None else ""
+        hang = a.hang
+        if rank is None and answered and best in HANG_IDS and len(hang.suspects) == 1:
+            rank, reason = hang.suspects[0], "hang analysis: " + (hang.reasons[0] if hang.reasons else "the others wait for it")
+        if label == NO_FAILURE_ID:
+            rank, reason = None, ""
         evidence = self._evidence(a, best)
         stats = {
             "lines": a.bundle.n_lines,
@@ -109,12 +177,14 @@ class DenpexModel:
             label=label,
             confidence=confidence,
             alternatives=alternatives,
-            initiating_rank=verdict.rank,
-            initiating_reason=verdict.reason if verdict.rank is not None else "",
+            initiating_rank=rank,
+            initiating_reason=reason,
             entry=self.taxonomy.get(label),
             evidence=evidence,
             best_guess=best,
             stats=stats,
+            hang=hang if hang.is_hang else None,
+            advice=advise(alternatives, hang, self.taxonomy) if label != NO_FAILURE_ID else None,
         )
 
     def _evidence(self, a: JobAnalysis, label: str, limit: int = 8) -> list[Evidence]:
@@ -147,8 +217,13 @@ class DenpexModel:
                 "labels": self.labels,
                 "encoder": self.encoder.name,
                 "taxonomy_hash": self.taxonomy.fingerprint_hash(),
-                "layout": {"n_classes": lay.n_classes, "n_structure": lay.n_structure, "embed_dim": lay.embed_dim},
-                "structure_features": list(FEATURE_NAMES),
+                "layout": {
+                    "n_classes": lay.n_classes,
+                    "n_structure": lay.n_structure,
+                    "embed_dim": lay.embed_dim,
+                    "n_hang": lay.n_hang,
+                },
+                "structure_features": list(STRUCTURE_NAMES),
                 "head_params": {
                     "C": self.head.C,
                     "n_folds": self.head.n_folds,
@@ -174,8 +249,10 @@ class DenpexModel:
                 f"{taxonomy.fingerprint_hash()} (entries or fingerprints changed): retrain, or pass the taxonomy it was trained with"
             )
         lay = manifest["layout"]
-        layout = FeatureLayout(int(lay["n_classes"]), int(lay["n_structure"]), int(lay["embed_dim"]))
-        if list(manifest.get("structure_features", [])) != list(FEATURE_NAMES):
+        layout = FeatureLayout(
+            int(lay["n_classes"]), int(lay["n_structure"]), int(lay["embed_dim"]), int(lay.get("n_hang", 0))
+        )
+        if list(manifest.get("structure_features", [])) != list(STRUCTURE_NAMES):
             raise ModelError(f"{path}: structure features differ from this library version's; retrain the model")
         encoder = make_encoder(str(manifest["encoder"]), models_root())
         if encoder.dim != layout.embed_dim:

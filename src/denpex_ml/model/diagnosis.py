@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpex_ml.hang.advice import HangAdvice
+from denpex_ml.hang.analysis import HangReport
 from denpex_ml.taxonomy import UNKNOWN_ID, Entry
+from denpex_ml.taxonomy.groups import NO_FAILURE_ID
 
 __all__ = ["Diagnosis", "Evidence"]
 
@@ -39,7 +42,8 @@ class Diagnosis:
     Attributes
     ----------
     label:
-        A taxonomy id, or ``"unknown"`` when the model abstains.
+        A taxonomy id; ``"unknown"`` when the model abstains (a failure no entry fits);
+        ``"no-failure"`` when the logs show no failure (healthy, still running, cancelled).
     confidence:
         Calibrated probability of ``label``. When abstaining it is the probability mass
         *not* on the best taxonomy entry (how likely it is that none applies).
@@ -51,6 +55,10 @@ class Diagnosis:
         The masked lines behind the decision, most telling first.
     entry:
         The taxonomy entry of ``label`` (title, root cause, fix, confirm steps).
+    hang:
+        The hang analysis (per-rank collectives, phases, frames, suspects) when the job hung.
+    advice:
+        When hang classes compete: the rivals, what tells them apart, what to collect next.
     """
 
     label: str
@@ -62,10 +70,17 @@ class Diagnosis:
     initiating_reason: str = ""
     best_guess: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
+    hang: HangReport | None = None
+    advice: HangAdvice | None = None
 
     @property
     def abstained(self) -> bool:
         return self.label == UNKNOWN_ID
+
+    @property
+    def no_failure(self) -> bool:
+        """The logs show no failure (a healthy, running, cancelled or preempted job)."""
+        return self.label == NO_FAILURE_ID
 
     @property
     def title(self) -> str:
@@ -79,6 +94,7 @@ class Diagnosis:
             "title": e.title,
             "confidence": round(float(self.confidence), 4),
             "abstained": self.abstained,
+            "no_failure": self.no_failure,
             "best_guess": self.best_guess,
             "alternatives": [{"label": lab, "probability": round(float(p), 4)} for lab, p in self.alternatives],
             "initiating_rank": self.initiating_rank,
@@ -87,6 +103,8 @@ class Diagnosis:
             "root_cause": e.root_cause,
             "fix": [{"step": f.step, "commands": list(f.commands)} for f in e.fix],
             "confirm": list(e.confirm),
+            "hang": self.hang.to_dict() if self.hang is not None else None,
+            "advice": self.advice.to_dict() if self.advice is not None else None,
             "stats": dict(self.stats),
         }
 
@@ -100,6 +118,10 @@ class Diagnosis:
         out.append(f"First failing rank: {rank}" + (f" ({self.initiating_reason})" if self.initiating_reason else ""))
         if self.alternatives[1:]:
             out.append("Also possible: " + ", ".join(f"{lab} {p:.0%}" for lab, p in self.alternatives[1:4]))
+        if self.hang is not None:
+            out += self.hang.summary_lines()
+        if self.advice is not None:
+            out += self.advice.summary_lines()
         if self.evidence:
             out.append("Evidence:")
             for ev in self.evidence[:max_evidence]:

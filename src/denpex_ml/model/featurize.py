@@ -15,9 +15,13 @@ from denpex_ml.embedding import Encoder
 from denpex_ml.features.fingerprints import FingerprintHit, FingerprintMatcher
 from denpex_ml.features.select import EXCEPTION_RE, SelectedLine, select_lines
 from denpex_ml.features.structure import FEATURE_NAMES, StructureFeatures, analyse_structure
+from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, HangReport, analyse_hang
 from denpex_ml.logs.bundle import LogBundle
 
-__all__ = ["Featurizer", "JobAnalysis"]
+__all__ = ["STRUCTURE_NAMES", "Featurizer", "JobAnalysis"]
+
+#: Names of the structure block of a base vector: cross-rank structure, then the hang features.
+STRUCTURE_NAMES: tuple[str, ...] = (*FEATURE_NAMES, *HANG_FEATURE_NAMES)
 
 
 @dataclass
@@ -28,12 +32,22 @@ class JobAnalysis:
     hits: list[FingerprintHit]
     selected: list[SelectedLine]
     structure: StructureFeatures
+    hang: HangReport
     fingerprint_features: np.ndarray
     embedding: np.ndarray  #: pooled job embedding (all lines ++ error lines), L2-normalised halves
 
     @property
     def retrieval_key(self) -> np.ndarray:
         return self.embedding
+
+
+def _flight_recorder(bundle: LogBundle) -> object | None:
+    """Cross-rank findings of the job's Flight Recorder dumps, when it had any."""
+    if not bundle.flight_recorder:
+        return None
+    from denpex_ml.hang.flight_recorder import analyse_flight_recorder
+
+    return analyse_flight_recorder(bundle.flight_recorder)
 
 
 class Featurizer:
@@ -50,15 +64,16 @@ class Featurizer:
 
     @property
     def n_base_features(self) -> int:
-        return self.matcher.n_features + len(FEATURE_NAMES) + self.embedding_dim
+        return self.matcher.n_features + len(STRUCTURE_NAMES) + self.embedding_dim
 
     def analyse(self, bundle: LogBundle) -> JobAnalysis:
         hits = self.matcher.scan(bundle.iter_lines())
         selected = select_lines(bundle, hits, max_lines=self.max_lines)
         structure = analyse_structure(bundle)
+        hang = analyse_hang(bundle, structure, flight_recorder=_flight_recorder(bundle))
         fp = self.matcher.features(hits)
         emb = self._pool(selected)
-        return JobAnalysis(bundle, hits, selected, structure, fp, emb)
+        return JobAnalysis(bundle, hits, selected, structure, hang, fp, emb)
 
     def _pool(self, selected: list[SelectedLine]) -> np.ndarray:
         d = self.encoder.dim
@@ -79,4 +94,6 @@ class Featurizer:
 
     def base_vector(self, a: JobAnalysis) -> np.ndarray:
         """Fingerprint features ++ structure ++ pooled embedding (retrieval features are added by the model)."""
-        return np.concatenate([a.fingerprint_features, a.structure.vector, a.embedding]).astype(np.float32)
+        return np.concatenate(
+            [a.fingerprint_features, a.structure.vector, a.hang.vector, a.embedding]
+        ).astype(np.float32)

@@ -45,17 +45,20 @@ PAIR_FEATURES = (
     "retrieval_votes",
     "zero_shot",
     "log_stage1",
+    "hang_affinity",
 )
 
 
 @dataclass(frozen=True)
 class FeatureLayout:
     """Where the parts of a base vector lie: ``n_classes`` x 4 fingerprint columns first,
-    then ``n_structure`` structure columns, then a ``2 * embed_dim`` pooled embedding."""
+    then ``n_structure`` structure columns (the last ``n_hang`` of them hang-analysis
+    features), then a ``2 * embed_dim`` pooled embedding."""
 
     n_classes: int
     n_structure: int
     embed_dim: int
+    n_hang: int = 0
 
     @property
     def n_fingerprint(self) -> int:
@@ -70,6 +73,10 @@ class FeatureLayout:
 
     def embedding(self, X: np.ndarray) -> np.ndarray:
         return X[:, self.n_fingerprint + self.n_structure :]
+
+    def hang(self, X: np.ndarray) -> np.ndarray:
+        end = self.n_fingerprint + self.n_structure
+        return X[:, end - self.n_hang : end]
 
 
 def _logreg_arrays(scaler: StandardScaler, clf: LogisticRegression) -> dict[str, np.ndarray]:
@@ -105,6 +112,9 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         Neighbours voting in retrieval.
     random_state:
         Seed of everything random in fitting.
+    hang_affinity:
+        ``(n_classes, layout.n_hang)`` 0/1 matrix: the hang features each taxonomy entry
+        declares (``hang_signals``); the share a job shows is a pair feature. ``None``: zeros.
     """
 
     def __init__(
@@ -116,6 +126,7 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         n_folds: int = 5,
         k: int = 10,
         random_state: int = 0,
+        hang_affinity: np.ndarray | None = None,
     ) -> None:
         self.layout = layout
         self.entry_embeddings = entry_embeddings
@@ -123,6 +134,7 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.n_folds = n_folds
         self.k = k
         self.random_state = random_state
+        self.hang_affinity = hang_affinity
 
     # -- fitting ----------------------------------------------------------------------------
     def _validate(self) -> None:
@@ -135,6 +147,12 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             raise InvalidInputError(
                 f"DenpexHead: entry_embeddings must have shape {(self.layout.n_classes, self.layout.embed_dim)}, got {emb.shape}"
             )
+        if self.hang_affinity is not None:
+            shape = np.asarray(self.hang_affinity).shape
+            if shape != (self.layout.n_classes, self.layout.n_hang):
+                raise InvalidInputError(
+                    f"DenpexHead: hang_affinity must have shape {(self.layout.n_classes, self.layout.n_hang)}, got {shape}"
+                )
 
     def _fit_stage1(self, X: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[StandardScaler, LogisticRegression]:
         scaler = StandardScaler().fit(X)
@@ -222,9 +240,19 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         c = lay.n_classes
         parts = [
             fp[:, :, 0], fp[:, :, 1], fp[:, :, 2], fp[:, :, 3], rule, margin, top,
-            retrieval[:, :c], retrieval[:, c:], zero_shot, np.log(stage1 + 1e-6),
+            retrieval[:, :c], retrieval[:, c:], zero_shot, np.log(stage1 + 1e-6), self._affinity(X),
         ]  # fmt: skip
         return np.stack(parts, axis=2).astype(np.float64)
+
+    def _affinity(self, X: np.ndarray) -> np.ndarray:
+        """Per (job, class): the share of the class's declared hang features the job shows."""
+        A = self.hang_affinity
+        if A is None or self.layout.n_hang == 0:
+            return np.zeros((len(X), self.layout.n_classes))
+        A = np.asarray(A, dtype=np.float64)
+        H = self.layout.hang(X).astype(np.float64)
+        n = A.sum(axis=1)
+        return np.asarray(np.where(n > 0, (H @ A.T) / np.maximum(n, 1.0), 0.0))
 
     def _rank_scores(self, F: np.ndarray) -> np.ndarray:
         s2 = self.stage2_
@@ -267,6 +295,8 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         out["bank_vectors"] = self.bank_vectors_
         out["bank_labels"] = self.bank_labels_
         out["entry_embeddings"] = np.asarray(self.entry_embeddings, dtype=np.float32)
+        if self.hang_affinity is not None:
+            out["hang_affinity"] = np.asarray(self.hang_affinity, dtype=np.float32)
         out["temperature"] = np.asarray([self.temperature_])
         return out
 
@@ -281,6 +311,7 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             n_folds=n_folds,
             k=k,
             random_state=random_state,
+            hang_affinity=arrays.get("hang_affinity"),
         )
         head.stage1_ = {k2[len("stage1_") :]: v for k2, v in arrays.items() if k2.startswith("stage1_")}
         head.stage2_ = {k2[len("stage2_") :]: v for k2, v in arrays.items() if k2.startswith("stage2_")}

@@ -75,7 +75,7 @@ def _noise_count(rng: random.Random, noise: tuple[int, int]) -> int:
 
 def _sample_fingerprints(sc: Scenario, recipe: Recipe, taxonomy: Taxonomy | None) -> int:
     """Add 1-2 lines carrying the taxonomy entry's fingerprints; returns how many."""
-    if taxonomy is None or sc.label not in taxonomy or not sc.chance(0.35):
+    if taxonomy is None or sc.label not in taxonomy or not recipe.sample_fingerprints or not sc.chance(0.35):
         return 0
     pairs = usable_fingerprints(taxonomy.get(sc.label), recipe.regex_examples)
     if not pairs:

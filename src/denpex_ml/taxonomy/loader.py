@@ -136,6 +136,8 @@ class Taxonomy:
             h.update(entry.id.encode())
             for fp in entry.fingerprints:
                 h.update(f"|{fp.kind.value}|{fp.role.value}|{fp.weight}|{fp.pattern}".encode())
+            if entry.hang_signals:
+                h.update(("|hang:" + ",".join(entry.hang_signals)).encode())
             h.update(b"\n")
         return h.hexdigest()[:16]
 

@@ -128,6 +128,11 @@ class Entry(_Strict):
     affected: list[NonEmpty] = Field(default_factory=list, description="frameworks, hardware, versions affected")
     related: list[RelatedEntry] = Field(default_factory=list)
     references: list[Reference] = Field(default_factory=list)
+    hang_signals: list[Annotated[str, StringConstraints(pattern=r"^(phase|signal):[a-z0-9-]+$")]] = Field(
+        default_factory=list,
+        description="hang-analysis features that point at this entry (phase:<phase>, signal:<name>; "
+        "see denpex_ml.hang.analysis.HANG_FEATURE_NAMES)",
+    )
 
     @field_validator("tags")
     @classmethod

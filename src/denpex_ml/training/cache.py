@@ -24,14 +24,13 @@ from typing import Any
 import numpy as np
 
 from denpex_ml.embedding import CachedEncoder
-from denpex_ml.features.structure import FEATURE_NAMES
-from denpex_ml.model.featurize import Featurizer
+from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer
 from denpex_ml.taxonomy import Taxonomy
 
 __all__ = ["EmbeddingStore", "FeatureStore", "cache_root", "example_key", "featurizer_signature"]
 
 #: Bump when featurisation changes in a way the signature does not capture.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 def cache_root() -> Path:
@@ -52,7 +51,7 @@ def featurizer_signature(featurizer: Featurizer, taxonomy: Taxonomy) -> str:
         "encoder": featurizer.encoder.name,
         "taxonomy": taxonomy.fingerprint_hash(),
         "max_lines": featurizer.max_lines,
-        "structure": list(FEATURE_NAMES),
+        "structure": list(STRUCTURE_NAMES),
         "width": featurizer.n_base_features,
     }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]

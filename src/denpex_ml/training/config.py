@@ -25,7 +25,7 @@ class TrainConfig:
         launcher formats and message version never seen in training).
     real_data:
         Labelled real incidents (JSONL of the dataset format, or a glob pattern such as
-        ``data/real/*.jsonl``); ``None`` for synthetic only.
+        ``data/real/*.jsonl``), or a list of them; ``None`` for synthetic only.
     extra_data:
         More labelled incidents (user-labelled), trained on like real ones.
     real_weight:
@@ -46,7 +46,7 @@ class TrainConfig:
     per_class_train: int = 80
     per_class_val: int = 20
     per_class_test: int = 30
-    real_data: str | None = "data/real/*.jsonl"
+    real_data: str | tuple[str, ...] | None = "data/real/*.jsonl"
     extra_data: tuple[str, ...] = ()
     real_weight: float = 5.0
     cv_folds: int = 5
@@ -74,7 +74,10 @@ class TrainConfig:
             raise InvalidInputError(f"TrainConfig.real_weight must be > 0, got {self.real_weight!r}")
         self.extra_data = tuple(str(p) for p in self.extra_data)
         self.taxonomy_dirs = tuple(str(p) for p in self.taxonomy_dirs)
-        for p in (self.real_data, *self.extra_data):
+        if isinstance(self.real_data, (list, tuple)):
+            self.real_data = tuple(str(p) for p in self.real_data) or None
+        reals = self.real_data if isinstance(self.real_data, tuple) else (self.real_data,)
+        for p in (*reals, *self.extra_data):
             if p is not None and not data_path_exists(p):
                 raise InvalidInputError(f"TrainConfig: data path {p!r} does not exist (or matches no file)")
 
@@ -82,6 +85,8 @@ class TrainConfig:
         d = asdict(self)
         d["extra_data"] = list(self.extra_data)
         d["taxonomy_dirs"] = list(self.taxonomy_dirs)
+        if isinstance(self.real_data, tuple):
+            d["real_data"] = list(self.real_data)
         return d
 
     @classmethod

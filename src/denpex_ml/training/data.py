@@ -61,7 +61,7 @@ def build_data(
     taxonomy: Taxonomy,
     seed: int,
     per_class: tuple[int, int, int],
-    real_data: str | None,
+    real_data: str | Sequence[str] | None,
     extra_data: Iterable[str] = (),
 ) -> dict[str, list[Example]]:
     """``{"train", "val", "test"}`` synthetic splits, ``"real"`` and ``"user"`` incidents."""

@@ -27,10 +27,10 @@ from sklearn.model_selection import GroupKFold
 from denpex_ml.baselines import RuleBaseline, TfidfBaseline, bundle_text
 from denpex_ml.embedding import CachedEncoder, make_encoder
 from denpex_ml.features.fingerprints import FingerprintMatcher
-from denpex_ml.features.structure import FEATURE_NAMES
+from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, signal_affinity
 from denpex_ml.metrics import classification_metrics, per_class_table
 from denpex_ml.model.core import DenpexModel
-from denpex_ml.model.featurize import Featurizer, JobAnalysis
+from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import find_initiator
 from denpex_ml.model.persistence import models_root
@@ -135,12 +135,24 @@ def _weights(fs: FeatureSet, real_weight: float) -> tuple[np.ndarray, np.ndarray
     return w, rw
 
 
-def _fit_head(fs: FeatureSet, layout: FeatureLayout, entry_emb: np.ndarray, cfg: TrainConfig) -> DenpexHead:
+def _fit_head(
+    fs: FeatureSet,
+    layout: FeatureLayout,
+    entry_emb: np.ndarray,
+    cfg: TrainConfig,
+    affinity: np.ndarray | None = None,
+) -> DenpexHead:
     known = fs.y >= 0
     train = fs.subset(known)
     w, rw = _weights(train, cfg.real_weight)
     head = DenpexHead(
-        layout=layout, entry_embeddings=entry_emb, C=cfg.C, n_folds=cfg.head_folds, k=cfg.k, random_state=cfg.seed
+        layout=layout,
+        entry_embeddings=entry_emb,
+        C=cfg.C,
+        n_folds=cfg.head_folds,
+        k=cfg.k,
+        random_state=cfg.seed,
+        hang_affinity=affinity,
     )
     return head.fit(train.X, train.y, sample_weight=w, groups=train.groups, ranker_weight=rw)
 
@@ -227,8 +239,9 @@ def train(
         emb_store.load_into(encoder)
     labels = matcher.labels
     index = {lab: i for i, lab in enumerate(labels)}
-    layout = FeatureLayout(len(labels), len(FEATURE_NAMES), encoder.dim)
+    layout = FeatureLayout(len(labels), len(STRUCTURE_NAMES), encoder.dim, len(HANG_FEATURE_NAMES))
     entry_emb = encoder.encode([taxonomy.get(lab).text_for_search() for lab in labels])
+    affinity = signal_affinity(labels, {e.id: e.hang_signals for e in taxonomy})
     data = build_data(
         taxonomy=taxonomy,
         seed=config.seed,
@@ -266,7 +279,7 @@ def train(
         tick = progress("cross-validating on real incidents", folds)
         for tr, te in GroupKFold(folds).split(real.X, real.y, real.groups):
             train_fs = _concat(fs["train"], fs["user"], real.subset(np.isin(np.arange(len(real)), tr)))
-            head = _fit_head(train_fs, layout, entry_emb, config)
+            head = _fit_head(train_fs, layout, entry_emb, config, affinity)
             real_oof[te] = head.predict_proba(real.X[te])
             if baselines:
                 known = train_fs.y >= 0
@@ -277,7 +290,7 @@ def train(
 
     # 2. the final model: synthetic train + all real + user incidents
     final_fs = _concat(fs["train"], fs["user"], real)
-    head = _fit_head(final_fs, layout, entry_emb, config)
+    head = _fit_head(final_fs, layout, entry_emb, config, affinity)
     val_p = head.predict_proba(fs["val"].X) if len(fs["val"]) else np.zeros((0, len(labels)))
     test_p = head.predict_proba(fs["test"].X) if len(fs["test"]) else np.zeros((0, len(labels)))
 

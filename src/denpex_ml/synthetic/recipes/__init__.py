@@ -7,7 +7,17 @@ so a new taxonomy entry yields training data without new code.
 
 from __future__ import annotations
 
-from denpex_ml.synthetic.recipes import application, comm, hangs, hardware, moe, numerics, resources, unknown
+from denpex_ml.synthetic.recipes import (
+    application,
+    comm,
+    hangs,
+    hardware,
+    healthy,
+    moe,
+    numerics,
+    resources,
+    unknown,
+)
 from denpex_ml.synthetic.recipes.base import Recipe
 from denpex_ml.synthetic.recipes.fallback import fallback_recipe
 
@@ -16,7 +26,7 @@ __all__ = ["RECIPES", "Recipe", "fallback_recipe"]
 
 def _collect() -> dict[str, Recipe]:
     out: dict[str, Recipe] = {}
-    for module in (moe, hangs, comm, hardware, resources, numerics, application, unknown):
+    for module in (moe, hangs, comm, hardware, resources, numerics, application, unknown, healthy):
         for recipe in module.RECIPES:
             if recipe.label in out:
                 raise RuntimeError(f"two recipes for label {recipe.label!r}")

@@ -32,12 +32,16 @@ class Recipe:
     regex_examples:
         Concrete lines matching this label's regex fingerprints, used when the
         generator samples a regex fingerprint of the taxonomy entry.
+    sample_fingerprints:
+        Whether the generator may add extra lines carrying the entry's fingerprints (off for
+        recipes whose fingerprints are not error lines, e.g. ``no-failure``).
     """
 
     label: str
     family: str
     build: Callable[[Scenario], None]
     regex_examples: tuple[str, ...] = ()
+    sample_fingerprints: bool = True
 
     @property
     def name(self) -> str:

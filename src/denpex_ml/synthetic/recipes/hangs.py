@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from denpex_ml.synthetic.fragments import traceback, watchdog_timeout
 from denpex_ml.synthetic.recipes.base import Recipe, crash_with_fallout, script_frames, teardown
+from denpex_ml.synthetic.recipes.hang_frames import phase_stack, py_spy_dump, waiting_traceback
 from denpex_ml.synthetic.scenario import Scenario
 
 __all__ = ["RECIPES"]
@@ -44,10 +45,69 @@ def _timeouts(
         )
 
 
+
+def _phase_hang(
+    sc: Scenario,
+    *,
+    waiting_phase: str,
+    waiting_call: str,
+    op: str,
+    suspect_phase: str | None,
+    suspect_call: str | None,
+    activity: tuple[str, ...] = (),
+    seq: int | None = None,
+    suspect_seq_delta: int = 0,
+    suspect_op: str | None = None,
+) -> None:
+    """A hang told by frames: the waiting ranks' tracebacks/py-spy dumps show ``waiting_phase``,
+    the suspect (the initiator) shows ``suspect_phase`` or only its ``activity`` lines."""
+    rng = sc.rng
+    init = sc.initiator if sc.initiator is not None else 0
+    t = rng.uniform(60, 60000)
+    sc.fail_time = t
+    timeout = rng.choice((600000, 1800000, 1800000))
+    seq = seq if seq is not None else rng.randint(6, 90000)
+    numel = rng.choice((1, 1, 6, 1024, 2359296))
+    others = sc.others()
+    for i, line in enumerate(activity):
+        sc.emit(init, t - 30 + i * 20 + sc.jitter(3), line, "root" if i == len(activity) - 1 else "context")
+    if others:
+        _timeouts(sc, t, others, seq, op, numel, timeout, enq=seq)
+    for r in others[: rng.randint(1, 3)]:
+        frames = phase_stack(sc, waiting_phase, waiting_call)
+        if sc.chance(0.75):
+            text = waiting_traceback(sc, r, frames, seq=seq, op=op, timeout_ms=timeout)
+        else:
+            text = py_spy_dump(sc, r, frames)
+        sc.emit(r, t + timeout / 1000 + 1 + sc.jitter(1), text, "symptom")
+    if suspect_phase is not None and sc.chance(0.6):
+        frames = phase_stack(sc, suspect_phase, suspect_call)
+        if suspect_call is not None and sc.chance(0.5):
+            text = waiting_traceback(
+                sc, init, frames, seq=seq + suspect_seq_delta, op=suspect_op or op, timeout_ms=timeout
+            )
+        else:
+            text = py_spy_dump(sc, init, frames)
+        sc.emit(init, t + timeout / 1000 + 2 + sc.jitter(1), text, "root")
+    elif suspect_call is not None and suspect_seq_delta and sc.chance(0.5):
+        watchdog_timeout(
+            sc, init, t + timeout / 1000 + sc.jitter(1.0), seq=seq + suspect_seq_delta, op=suspect_op or op,
+            numel_in=rng.randint(1, 600), numel_out=rng.randint(600, 2400), timeout_ms=timeout, role="root",
+            verbose=False,
+        )
+    _hang_end(sc, t + timeout / 1000, sc.visible)
+
+
 def _mismatch(sc: Scenario) -> None:
-    v = sc.pick_variant(("detail-fingerprint", "seqnum-op", "seqnum-size"))
+    v = sc.pick_variant(("detail-fingerprint", "seqnum-op", "seqnum-size", "metrics-sync-frames"))
     rng = sc.rng
     init = sc.initiator or 0
+    if v == "metrics-sync-frames":
+        _phase_hang(
+            sc, waiting_phase="metrics-sync", waiting_call="all_reduce", op="ALLREDUCE",
+            suspect_phase="metrics-sync", suspect_call="broadcast", suspect_op=rng.choice(("BROADCAST", "ALLGATHER")),
+        )
+        return
     t = rng.uniform(100, 60000)
     sc.fail_time = t
     seq = rng.randint(5, 4_000_000)
@@ -95,8 +155,37 @@ def _mismatch(sc: Scenario) -> None:
 
 
 def _subset(sc: Scenario) -> None:
-    v = sc.pick_variant(("seq-ahead", "desync-report", "horovod-missing", "rank0-save"))
+    v = sc.pick_variant(
+        ("seq-ahead", "desync-report", "horovod-missing", "rank0-save", "save-frames", "eval-frames", "uneven-end")
+    )
     rng = sc.rng
+    if v in ("save-frames", "eval-frames"):
+        sc.set_initiator(0)
+        phase = "checkpoint-save" if v == "save-frames" else "evaluation"
+        lines = (
+            ("Saving model checkpoint to output/checkpoint-" + str(rng.randint(100, 9000)),)
+            if v == "save-frames"
+            else ("***** Running Evaluation *****", f"  Num examples = {rng.randint(100, 9000)}")
+        )
+        _phase_hang(
+            sc, waiting_phase="training-step", waiting_call="all_reduce", op="ALLREDUCE",
+            suspect_phase=phase, suspect_call=rng.choice(("barrier", "all_gather", None)),
+            activity=lines, suspect_seq_delta=rng.choice((0, 1, 2)), suspect_op="_ALLGATHER_BASE",
+        )
+        return
+    if v == "uneven-end":
+        end = rng.choice(
+            (
+                f"{{'train_runtime': {rng.uniform(100, 90000):.1f}, 'train_samples_per_second': {rng.uniform(1, 90):.3f}, 'epoch': {rng.randint(1, 5)}.0}}",
+                "Training completed. Do not forget to share your model on huggingface.co/models =)",
+                f"Epoch {rng.randint(0, 9)}: 100%|##########| {rng.randint(100, 900)}/{rng.randint(100, 900)} [done]",
+            )
+        )
+        _phase_hang(
+            sc, waiting_phase="training-step", waiting_call="all_reduce", op="ALLREDUCE",
+            suspect_phase="end-of-training", suspect_call=None, activity=(end,),
+        )
+        return
     t = rng.uniform(100, 80000)
     sc.fail_time = t
     seq = rng.randint(10, 600000)
@@ -159,10 +248,29 @@ def _subset(sc: Scenario) -> None:
 
 
 def _host_work(sc: Scenario) -> None:
-    v = sc.pick_variant(("dataset-map", "checkpoint-save", "evaluation", "compile"))
+    v = sc.pick_variant(("dataset-map", "checkpoint-save", "evaluation", "compile", "tokenize-frames", "save-frames"))
     rng = sc.rng
     if sc.chance(0.7):
         sc.set_initiator(0)
+    if v == "tokenize-frames":
+        n = rng.randint(1000, 9_000_000)
+        frac = rng.uniform(0.2, 0.9)
+        _phase_hang(
+            sc, waiting_phase="preprocessing", waiting_call="barrier", op="BARRIER" if sc.chance(0.3) else "ALLREDUCE",
+            suspect_phase="preprocessing" if sc.chance(0.4) else None, suspect_call=None, seq=rng.randint(1, 3),
+            activity=(
+                f"{rng.choice(('Running tokenizer on dataset', 'Map', 'Tokenizing train dataset', 'Map (num_proc=8)'))}: "
+                f"{int(frac * 100):>3}%|{'█' * int(frac * 10):<10}| {int(frac * n)}/{n} [{rng.randint(10, 59)}:{rng.randint(10, 59)}<{rng.randint(10, 59)}:00, {rng.randint(500, 3000)} examples/s]",
+            ),
+        )
+        return
+    if v == "save-frames":
+        _phase_hang(
+            sc, waiting_phase="checkpoint-save", waiting_call="barrier", op="BARRIER" if sc.chance(0.3) else "ALLREDUCE",
+            suspect_phase="checkpoint-save", suspect_call=None,
+            activity=(f"Saving model checkpoint to output/checkpoint-{rng.randint(100, 9000)}",),
+        )
+        return
     init = sc.initiator or 0
     t = rng.uniform(30, 40000)
     sc.fail_time = t
@@ -194,8 +302,15 @@ def _host_work(sc: Scenario) -> None:
 
 
 def _fsdp_init(sc: Scenario) -> None:
-    v = sc.pick_variant(("ddp-param-count", "param-shape", "allgather-size", "heartbeat-init"))
+    v = sc.pick_variant(("ddp-param-count", "param-shape", "allgather-size", "heartbeat-init", "init-frames"))
     rng = sc.rng
+    if v == "init-frames":
+        _phase_hang(
+            sc, waiting_phase="init", waiting_call=rng.choice(("broadcast", "all_gather")),
+            op=rng.choice(("BROADCAST", "_ALLGATHER_BASE")), suspect_phase="init", suspect_call="all_gather",
+            seq=rng.randint(1, 4), suspect_op="_ALLGATHER_BASE",
+        )
+        return
     init = sc.initiator or 0
     t = rng.uniform(20, 600)
     sc.fail_time = t
@@ -269,8 +384,16 @@ def _fsdp_init(sc: Scenario) -> None:
 
 
 def _zero3(sc: Scenario) -> None:
-    v = sc.pick_variant(("trace-cache", "generate-no-sync", "seq-numel"))
+    v = sc.pick_variant(("trace-cache", "generate-no-sync", "seq-numel", "generate-frames", "generate-frames"))
     rng = sc.rng
+    if v == "generate-frames":
+        if sc.chance(0.5):
+            sc.context(0, 3, '"zero_optimization": {"stage": 3, "overlap_comm": true, "stage3_prefetch_bucket_size": 5e8}')
+        _phase_hang(
+            sc, waiting_phase="generation", waiting_call="all_gather", op="_ALLGATHER_BASE",
+            suspect_phase=None, suspect_call=None,
+        )
+        return
     init = sc.initiator or 0
     t = rng.uniform(300, 80000)
     sc.fail_time = t
@@ -309,8 +432,14 @@ def _zero3(sc: Scenario) -> None:
 
 
 def _pipeline(sc: Scenario) -> None:
-    v = sc.pick_variant(("grad-shape", "recv-size", "send-recv-timeout"))
+    v = sc.pick_variant(("grad-shape", "recv-size", "send-recv-timeout", "p2p-frames"))
     rng = sc.rng
+    if v == "p2p-frames":
+        _phase_hang(
+            sc, waiting_phase="pipeline-p2p", waiting_call="recv", op="RECV",
+            suspect_phase="pipeline-p2p", suspect_call="recv", suspect_op="SEND",
+        )
+        return
     t = rng.uniform(20, 9000)
     sc.fail_time = t
     seq_len = rng.choice((2048, 4096))

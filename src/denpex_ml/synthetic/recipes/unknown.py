@@ -1,7 +1,7 @@
 """Recipes for real failures outside the taxonomy (label ``unknown``), for abstention.
 
-Each is a plausible job failure none of the taxonomy ids covers: an external
-preemption or kill, a licence server, a custom framework's fatal check, a Triton/Inductor
+Each is a plausible job failure none of the taxonomy ids covers: an agent killed by
+SIGHUP, a licence server, a custom framework's fatal check, a Triton/Inductor
 compile failure, an experiment tracker hang, a hub rate limit.
 """
 
@@ -17,35 +17,17 @@ __all__ = ["RECIPES"]
 def _unknown(sc: Scenario) -> None:
     v = sc.pick_variant(
         (
-            "preempted",
             "sighup",
             "licence-server",
             "custom-fatal",
             "triton-compile",
             "wandb-hang",
             "hub-rate-limit",
-            "time-limit",
         )
     )
     rng = sc.rng
     t = rng.uniform(60, 90000)
     sc.fail_time = t
-    if v in ("preempted", "time-limit"):
-        sc.set_initiator(None)
-        why = "DUE TO PREEMPTION" if v == "preempted" else "DUE TO TIME LIMIT"
-        sc.symptom(
-            None,
-            t,
-            f"slurmstepd: error: *** JOB {rng.randint(10**5, 10**7)} ON {sc.host(0)} CANCELLED AT {sc.when(t):%Y-%m-%dT%H:%M:%S} {why} ***",
-            node=0,
-        )
-        sc.symptom(
-            None,
-            t + 0.5,
-            "WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down workers",
-            node=0,
-        )
-        return
     if v == "sighup":
         sc.set_initiator(None)
         sc.symptom(

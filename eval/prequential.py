@@ -1,0 +1,57 @@
+"""Test-then-train: score a new batch of real logs before it is used for anything.
+
+    python eval/prequential.py data/real/collected-2026-12-hangs.jsonl [--model DIR] [--tag NAME]
+
+writes ``eval/prequential/<batch>__<tag>.json`` (figures per group and every row) and prints
+the per-group table. Run it on a batch *once*, before the batch shapes fingerprints, recipes
+or training, and commit the file: it is the estimate of accuracy on logs nobody has seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from denpex_ml.dataset import load_incidents
+from denpex_ml.evaluation.prequential import score_batch, summarise, write_prequential
+from denpex_ml.model.core import load_model
+from denpex_ml.taxonomy.groups import GROUPS
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("batch", type=Path)
+    ap.add_argument("--model", default=None, help="model directory (default: the shipped model)")
+    ap.add_argument("--tag", default=None, help="name of the model in the output file (default: its id)")
+    ap.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "prequential")
+    ap.add_argument("--note", default="")
+    ap.add_argument("--taxonomy", action="append", default=None, help="taxonomy directory the model was trained with")
+    args = ap.parse_args(argv)
+    model = load_model(args.model, taxonomy_dirs=args.taxonomy)
+    incidents = load_incidents(args.batch, labels=[*model.taxonomy.ids, "no-failure"])
+    rows = score_batch(model, incidents)
+    tag = args.tag or model.model_id.replace("@", "-")
+    path = write_prequential(
+        rows,
+        args.out_dir / f"{args.batch.stem}__{tag}.json",
+        batch=args.batch.name,
+        model_id=model.model_id,
+        note=args.note,
+    )
+    s = summarise(rows)
+    print(f"{args.batch.name}  model {model.model_id}  -> {path}")
+    print(f"{'group':<12}{'n':>5}{'top1':>7}{'top3':>7}{'rules':>7}{'unk':>5}{'rank':>7}")
+    for g in ("all", *GROUPS):
+        m = s[g]
+        if m.get("n"):
+            print(
+                f"{g:<12}{int(m['n']):>5}{m['top1']:>7.2f}{m['top3']:>7.2f}{m['rule_top1']:>7.2f}"
+                f"{int(m['answered_unknown']):>5}{m.get('rank_accuracy', float('nan')):>7.2f}"
+            )
+    print(f"unknown recall {s['unknown_recall']}  precision {s['unknown_precision']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Test-then-train: score a newly collected batch of real logs *before* it is used for anything.
+
+A batch of real logs (one JSONL file, grouped by source thread) is scored by the model as it
+is at collection time, and by the fingerprint rules alone; the figures are written to
+``eval/prequential/`` and kept in the repository. Only then may the batch shape fingerprints,
+recipes or training. These are the figures that predict accuracy on logs nobody has shown
+the model; grouped cross-validation over logs the fingerprints were written from does not.
+
+Every figure is reported per group (:data:`denpex_ml.taxonomy.groups.GROUPS`): ``top1``
+counts an abstention as wrong on a known failure and right on an ``unknown`` one; ``top3``
+looks at the three best taxonomy entries (the best guess even when the model abstains).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from denpex_ml.baselines import RuleBaseline
+from denpex_ml.dataset import Incident
+from denpex_ml.errors import DenpexError
+from denpex_ml.metrics import expected_calibration_error
+from denpex_ml.model.core import DenpexModel
+from denpex_ml.taxonomy import UNKNOWN_ID
+from denpex_ml.taxonomy.groups import GROUPS, group_of
+from denpex_ml.training.data import incident_bundle
+
+__all__ = ["PrequentialRow", "score_batch", "summarise", "write_prequential"]
+
+
+@dataclass(frozen=True)
+class PrequentialRow:
+    """One real log of a batch, as the model and the rules saw it."""
+
+    id: str
+    source: str
+    label: str
+    group: str
+    label_confidence: str
+    predicted: str
+    confidence: float
+    top3: tuple[str, ...]
+    rule: str
+    initiating_rank: int | None
+    predicted_rank: int | None
+    rank_visible: bool
+    seconds: float
+    error: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.predicted == self.label
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["top3"] = list(self.top3)
+        d["correct"] = self.correct
+        return d
+
+
+def _visible(inc: Incident, rank: int | None) -> bool:
+    if rank is None:
+        return False
+    texts = list(inc.logs.values()) + list(inc.logs) if inc.logs is not None else [inc.log or ""]
+    pat = (f"[rank{rank}]", f"[Rank {rank}]", f"rank {rank}", f"rank{rank}", f"Rank {rank}", f"[{rank}]", f"{rank}: ")
+    return any(p in t for t in texts for p in pat)
+
+
+def score_batch(
+    model: DenpexModel, incidents: Sequence[Incident], *, progress: Callable[[], None] | None = None
+) -> list[PrequentialRow]:
+    """Score every incident with ``model`` and with the fingerprint rules alone."""
+    rules = RuleBaseline(model.matcher)
+    rows = []
+    for inc in incidents:
+        src: Any = dict(inc.logs) if inc.logs is not None else inc.log
+        t0 = time.perf_counter()
+        common = {
+            "id": inc.id,
+            "source": inc.source,
+            "label": inc.label,
+            "group": group_of(inc.label),
+            "label_confidence": str(inc.meta.get("label_confidence", "")),
+            "initiating_rank": inc.initiating_rank,
+            "rank_visible": _visible(inc, inc.initiating_rank),
+        }
+        try:
+            bundle = incident_bundle(src)
+            d = model.diagnose(bundle, started=t0)
+            scores = rules.scores([bundle])[0]
+            rule = model.labels[int(scores.argmax())] if scores.max() > 0 else UNKNOWN_ID
+            top = [lab for lab, _ in d.alternatives[:3]]
+            rows.append(
+                PrequentialRow(
+                    **common,
+                    predicted=d.label,
+                    confidence=float(d.confidence),
+                    top3=tuple(top),
+                    rule=rule,
+                    predicted_rank=d.initiating_rank,
+                    seconds=time.perf_counter() - t0,
+                )
+            )
+        except DenpexError as exc:
+            rows.append(
+                PrequentialRow(
+                    **common,
+                    predicted="error",
+                    confidence=0.0,
+                    top3=(),
+                    rule="error",
+                    predicted_rank=None,
+                    seconds=time.perf_counter() - t0,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+            )
+        if progress is not None:
+            progress()
+    return rows
+
+
+def _group_metrics(rows: Sequence[PrequentialRow]) -> dict[str, float]:
+    n = len(rows)
+    if not n:
+        return {"n": 0.0}
+    out: dict[str, float] = {"n": float(n)}
+    out["top1"] = float(np.mean([r.correct for r in rows]))
+    out["top3"] = float(np.mean([r.correct or r.label in r.top3 for r in rows]))
+    out["rule_top1"] = float(np.mean([r.rule == r.label for r in rows]))
+    out["answered_unknown"] = float(sum(r.predicted == UNKNOWN_ID for r in rows))
+    answered = [r for r in rows if r.predicted not in (UNKNOWN_ID, "error")]
+    if answered:
+        conf = np.asarray([r.confidence for r in answered])
+        corr = np.asarray([r.correct for r in answered], dtype=float)
+        out["answered"] = float(len(answered))
+        out["answered_accuracy"] = float(corr.mean())
+        out["answered_mean_confidence"] = float(conf.mean())
+        out["ece_answered"] = expected_calibration_error(conf, corr)
+    ranked = [r for r in rows if r.initiating_rank is not None and r.rank_visible]
+    if ranked:
+        out["rank_n"] = float(len(ranked))
+        out["rank_accuracy"] = float(np.mean([r.predicted_rank == r.initiating_rank for r in ranked]))
+    return out
+
+
+def summarise(rows: Sequence[PrequentialRow]) -> dict[str, Any]:
+    """Figures per group, for all rows and for rows whose label is not ``unconfirmed``."""
+    out: dict[str, Any] = {"all": _group_metrics(rows)}
+    known = [r for r in rows if r.label != UNKNOWN_ID]
+    out["known"] = _group_metrics(known)
+    for g in GROUPS:
+        out[g] = _group_metrics([r for r in rows if r.group == g])
+    abstained = [r for r in rows if r.predicted == UNKNOWN_ID]
+    unknown_rows = [r for r in rows if r.label == UNKNOWN_ID]
+    out["unknown_recall"] = float(np.mean([r.predicted == UNKNOWN_ID for r in unknown_rows])) if unknown_rows else None
+    out["unknown_precision"] = float(np.mean([r.label == UNKNOWN_ID for r in abstained])) if abstained else None
+    out["confident"] = _group_metrics([r for r in rows if r.label_confidence != "unconfirmed"])
+    return out
+
+
+def write_prequential(rows: Sequence[PrequentialRow], out: Path, *, batch: str, model_id: str, note: str = "") -> Path:
+    """Write ``{batch, model_id, summary, rows}`` as JSON to ``out``; returns the path."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "batch": batch,
+        "model_id": model_id,
+        "note": note,
+        "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "summary": summarise(rows),
+        "rows": [r.to_dict() for r in rows],
+    }
+    out.write_text(json.dumps(payload, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    return out

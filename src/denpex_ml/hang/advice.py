@@ -1,0 +1,142 @@
+"""When the log cannot separate the hang classes: name the rivals, what tells them apart,
+and the next artefact to collect, with the exact command or environment variable.
+
+The artefacts are the standard ones of the field: a Flight Recorder dump of every rank's
+recent collectives, py-spy stacks of the live ranks, PyTorch's collective consistency check,
+NCCL's own debug log. Each is suggested only when the job did not already leave it behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from denpex_ml.hang.analysis import HangReport
+from denpex_ml.taxonomy import Taxonomy
+from denpex_ml.taxonomy.groups import HANG_IDS, TRANSPORT_IDS
+
+__all__ = ["Artefact", "HangAdvice", "advise"]
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """Something to collect from the next occurrence (or the live job) and how."""
+
+    name: str
+    how: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "how": self.how, "why": self.why}
+
+
+@dataclass(frozen=True)
+class HangAdvice:
+    """Competing hang classes, how to tell them apart, and what to collect next."""
+
+    competing: tuple[tuple[str, float], ...]
+    tell_apart: tuple[str, ...]
+    collect: tuple[Artefact, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "competing": [{"label": lab, "probability": round(p, 4)} for lab, p in self.competing],
+            "tell_apart": list(self.tell_apart),
+            "collect": [a.to_dict() for a in self.collect],
+        }
+
+    def summary_lines(self) -> list[str]:
+        out = ["The log cannot fully separate: " + ", ".join(f"{lab} {p:.0%}" for lab, p in self.competing)]
+        out += [f"  - {t}" for t in self.tell_apart[:4]]
+        if self.collect:
+            out.append("Collect next:")
+            for a in self.collect:
+                out.append(f"  - {a.name}: {a.how}")
+                out.append(f"      ({a.why})")
+        return out
+
+
+_FLIGHT_RECORDER = Artefact(
+    "Flight Recorder dumps of every rank",
+    "TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=/shared/fr/trace_ "
+    "(older PyTorch: TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE); put the "
+    "trace_<rank> files next to the logs and run denpex-ml classify on the folder",
+    "the last collectives of every rank show which rank never joined or issued a different op/size",
+)
+_PY_SPY = Artefact(
+    "stacks of every rank while it hangs",
+    "py-spy dump --pid <PID> (each training process; pgrep -f <script>), or "
+    "python -X faulthandler + faulthandler.register(signal.SIGUSR1) and kill -USR1 <PID>",
+    "the frames say what each rank was doing: generate, evaluate, save_checkpoint, Dataset.map, a barrier",
+)
+_DETAIL = Artefact(
+    "the collective consistency check",
+    "TORCH_DISTRIBUTED_DEBUG=DETAIL (reports 'Detected mismatch between collectives' with op, shape and dtype)",
+    "tells mismatched collectives from ranks that never arrived",
+)
+_DESYNC = Artefact(
+    "the desync report",
+    "TORCH_NCCL_DESYNC_DEBUG=1 (with a shorter timeout: init_process_group(timeout=timedelta(minutes=5)))",
+    "names the lagging ranks that did not join the collective",
+)
+_NCCL = Artefact(
+    "NCCL's own log",
+    "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL (and dmesg -T / journalctl -k on the nodes)",
+    "separates a transport failure (IB/socket/shm errors) from a rank that never called the collective",
+)
+
+
+def advise(
+    alternatives: Sequence[tuple[str, float]],
+    report: HangReport,
+    taxonomy: Taxonomy,
+    *,
+    margin: float = 0.35,
+    max_competing: int = 3,
+) -> HangAdvice | None:
+    """Advice when the best answer is a hang class and rivals are close; else ``None``.
+
+    Parameters
+    ----------
+    alternatives:
+        ``(label, probability)`` best first.
+    report:
+        The job's hang report (what the log already holds).
+    margin:
+        Rivals within this probability of the best one count as competing.
+    """
+    if not alternatives or not report.is_hang:
+        return None
+    best, p_best = alternatives[0]
+    family = HANG_IDS | TRANSPORT_IDS
+    if best not in family:
+        return None
+    competing = [(lab, p) for lab, p in alternatives[:6] if lab in family and p >= p_best - margin and p >= 0.05]
+    if len(competing) < 2 and p_best >= 0.6:
+        return None
+    competing = competing[:max_competing]
+    ids = {lab for lab, _ in competing}
+    tell: list[str] = []
+    for lab, _ in competing:
+        for rel in taxonomy.get(lab).related:
+            if rel.id in ids:
+                tell.append(f"{lab} vs {rel.id}: {rel.note}")
+    collect: list[Artefact] = []
+    sig = report.signals
+    if report.flight_recorder is None:
+        collect.append(_FLIGHT_RECORDER)
+    if "signal:frames" not in sig:
+        collect.append(_PY_SPY)
+    if "signal:mismatch-report" not in sig and ids & {
+        "collective-mismatch",
+        "subset-rank-collective-hang",
+        "zero3-divergent-forward-hang",
+        "fsdp-divergent-init-hang",
+    }:
+        collect.append(_DETAIL)
+    if "signal:desync-report" not in sig and ids & {"subset-rank-collective-hang", "host-work-timeout"}:
+        collect.append(_DESYNC)
+    if ids & TRANSPORT_IDS:
+        collect.append(_NCCL)
+    return HangAdvice(tuple(competing), tuple(tell), tuple(collect))

@@ -1,0 +1,521 @@
+"""Hang analysis: per rank, the collective it waits in, where it stands, and what it was doing.
+
+A hang shows as watchdog timeouts on the ranks left waiting; the rank at fault is usually
+quiet. This stage reads, for every rank, the stuck collective (process group, SeqNum, op,
+sizes, last enqueued/completed work), whether its own watchdog fired first or it followed
+another rank's dump signal, its stack frames (tracebacks, py-spy, faulthandler) and the
+phase of training they show (:mod:`denpex_ml.hang.phase`), then names the ranks the others
+wait for. Practitioners' rules it encodes:
+
+* a rank whose last enqueued work equals its last completed work never entered the stuck
+  collective: it is the one the others wait for;
+* the same SeqNum with a different op or size means mismatched collectives; ranks one or two
+  SeqNums ahead reached a collective the others never called;
+* ``First PG on this rank to signal dumping`` marks the rank whose own watchdog fired first,
+  ``Observed flight recorder dump signal from another rank`` a follower;
+* a desync report or a ``Detected mismatch between collectives`` error names the ranks.
+
+The result is a :class:`HangReport` on the diagnosis, and a set of named *signals* the model
+uses as features (:data:`HANG_FEATURE_NAMES`). Taxonomy entries say which signals point at
+them (their ``hang_signals`` field); :func:`signal_affinity` turns that into per-class evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from denpex_ml.errors import TaxonomyError
+from denpex_ml.features.structure import CollectiveState, StructureFeatures
+from denpex_ml.hang.frames import Frame, parse_frames
+from denpex_ml.hang.phase import PHASES, Phase, phase_of
+from denpex_ml.logs.bundle import LogBundle, LogLine, StreamKey
+
+__all__ = [
+    "HANG_FEATURE_NAMES",
+    "SIGNALS",
+    "HangReport",
+    "RankHangState",
+    "analyse_hang",
+    "signal_affinity",
+]
+
+#: Named signals of a hang (besides ``phase:<phase>``), each a feature of the model.
+SIGNALS: tuple[str, ...] = (
+    "hang",  # the job shows a hang at all (watchdog, store or gloo timeout, desync report)
+    "mismatch-report",  # "Detected mismatch between collectives" (TORCH_DISTRIBUTED_DEBUG=DETAIL)
+    "desync-report",  # TORCH_NCCL_DESYNC_DEBUG report naming lagging ranks
+    "store-timeout",  # c10d store wait / socket timeout (barrier or lazy communicator set-up)
+    "gloo-timeout",  # gloo transport timed out waiting for a peer
+    "barrier",  # the stuck call is a barrier
+    "p2p",  # the stuck op is a send/recv
+    "alltoall",  # the stuck op is an all-to-all
+    "allgather",  # the stuck op is an all-gather (parameter gathering under ZeRO-3/FSDP)
+    "tiny-collective",  # the stuck collective moves at most a few elements (a flag, a metric, a barrier)
+    "seq-early",  # the stuck SeqNum is <= 5: the job hung at its first collectives
+    "seq-spread",  # ranks wait at different SeqNums
+    "same-seq-diff-op",  # the same SeqNum with a different op or size on different ranks
+    "never-entered",  # a rank's last enqueued work equals its last completed work while others wait
+    "silent-rank",  # a rank with lines but no timeout while the others timed out
+    "absent-rank",  # the world size is known and some ranks printed nothing
+    "own-watchdog-first",  # a rank says its own watchdog fired first
+    "frames",  # stack frames (traceback, py-spy, faulthandler) are in the log
+    "py-spy",  # a py-spy dump is in the log
+    "zero3",  # DeepSpeed ZeRO stage 3 / partitioned parameters in use
+    "fsdp",  # FSDP in use
+    "moe",  # mixture-of-experts layers / token dispatch in use
+    "pipeline",  # pipeline parallelism in use
+    "flight-recorder-mismatch",  # Flight Recorder dumps disagree on a collective
+    "flight-recorder-missing-rank",  # Flight Recorder dumps show ranks missing from a collective
+)
+
+#: The hang features of a job, in vector order: ``phase:<p>`` for every phase, then the signals.
+HANG_FEATURE_NAMES: tuple[str, ...] = (
+    *(f"phase:{p.value}" for p in PHASES if p is not Phase.UNKNOWN),
+    *(f"signal:{s}" for s in SIGNALS),
+)
+
+_PG = re.compile(r"\[PG (?:ID )?(\d+) (?:PG GUID (\S+?) ?)?\(?(\w*)\)? ?Rank (\d+)\]|\[PG (\d+) Rank (\d+)\]")
+_ENQUEUED = re.compile(
+    r"Timeout at NCCL work: (-?\d+), last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)"
+)
+_ENQUEUED_SHORT = re.compile(r"last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)")
+_MISMATCH = re.compile(
+    r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
+    r"(?:, TensorShape=\[([^\]]*)\])?"
+)
+_DESYNC = re.compile(r"\[([\d, ]+)\] (?:finished collective #\d+, but didn't join|did not join|is not)")
+_STORE = re.compile(
+    r"waitForInput|[Ss]ocket [Tt]imeout|store->get\(|[Ww]ait timeout|Timed out initializing process group in store|"
+    r"store_based_barrier|TCPStore.*[Tt]imed? ?out|DistStoreError|client socket has timed out"
+)
+_GLOO = re.compile(r"gloo.*(?:[Tt]imed out|[Tt]imeout)|Gloo .*timed out|Timed out waiting \d+ ?ms for (?:recv|send)")
+_WATCHDOG = re.compile(
+    r"Watchdog caught collective operation timeout|ProcessGroupNCCL's watchdog got stuck|"
+    r"Watchdog caught|[Hh]eartbeat monitor timed out|collective operation timeout"
+)
+_FIRST_DUMP = "First PG on this rank to signal dumping"
+_FOLLOWER = "Observed flight recorder dump signal from another rank"
+_NRANKS = re.compile(r"\bnranks (\d+)\b|\bWORLD_SIZE=(\d+)|\bworld[_ ]size[=: ]+(\d+)", re.IGNORECASE)
+_CONTEXT = {
+    "zero3": re.compile(
+        r"zero_optimization.*stage\"?:? ?3|ZeRO[- ]?(?:stage[- ]?)?3|stage3_|partitioned_param|"
+        r"fetch_sub_module|zero/partition|deepspeed_zero3|Invalidate trace cache",
+        re.IGNORECASE,
+    ),
+    "fsdp": re.compile(r"\bFSDP|fully_shard|FullyShardedDataParallel|distributed/fsdp/"),
+    "moe": re.compile(
+        r"\bMoE\b|moe_|/moe/|token_dispatch|expert[_ ]parallel|num_experts|deep_ep|DeepEP", re.IGNORECASE
+    ),
+    "pipeline": re.compile(
+        r"pipeline[_-]model[_-]parallel|PipelineEngine|pipe/engine|p2p_communication|"
+        r"pipeline_parallel|\bPP=\d|pp_size|send_forward|recv_forward",
+        re.IGNORECASE,
+    ),
+}
+_FRAME_HINT = ('File "', ".py:")
+_MAX_RANKS_REPORTED = 64
+
+
+@dataclass(frozen=True)
+class RankHangState:
+    """What one rank was doing when the job stopped.
+
+    ``state`` is ``waiting`` (its watchdog or store timed out), ``crashed`` (it raised an
+    error), ``silent`` (it printed lines but no timeout while others waited), ``ahead`` /
+    ``behind`` (its SeqNum differs from the others'), ``mismatched`` (same SeqNum, other op or
+    size) or ``running`` (nothing says it was stuck).
+    """
+
+    rank: int
+    state: str
+    phase: Phase
+    collective: str | None = None  #: e.g. "ALLREDUCE #3 NumelIn=1 on PG 0"
+    seq: int | None = None
+    op: str | None = None
+    process_group: str | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    dump_role: str | None = None  #: "first" or "follower" (Flight Recorder dump signal)
+    frames: tuple[str, ...] = ()
+    last_activity: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["phase"] = self.phase.value
+        d["frames"] = list(self.frames)
+        return d
+
+
+@dataclass(frozen=True)
+class HangReport:
+    """A structured account of a hang (see the module docs).
+
+    Attributes
+    ----------
+    is_hang:
+        The log shows ranks waiting (watchdog, store or gloo timeout, desync report).
+    phase:
+        The phase the job hung in: the phase of the ranks the others wait for when known.
+    ranks:
+        Per-rank states (at most 64; the suspects and the odd ones first).
+    suspects:
+        The ranks the others wait for, with ``reasons``.
+    absent:
+        Ranks of the world that printed nothing (when the world size is known).
+    signals:
+        The named signals found (:data:`SIGNALS` and ``phase:<phase>``).
+    flight_recorder:
+        The Flight Recorder analysis as a dict, when dumps were part of the job.
+    """
+
+    is_hang: bool
+    phase: Phase
+    ranks: tuple[RankHangState, ...] = ()
+    suspects: tuple[int, ...] = ()
+    reasons: tuple[str, ...] = ()
+    stuck: str | None = None
+    world_size: int | None = None
+    absent: tuple[int, ...] = ()
+    signals: frozenset[str] = field(default_factory=frozenset)
+    flight_recorder: dict[str, Any] | None = None
+
+    @property
+    def vector(self) -> np.ndarray:
+        """The hang features, in :data:`HANG_FEATURE_NAMES` order (0/1)."""
+        return np.asarray([float(n in self.signals) for n in HANG_FEATURE_NAMES], dtype=np.float32)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "is_hang": self.is_hang,
+            "phase": self.phase.value,
+            "stuck": self.stuck,
+            "suspects": list(self.suspects),
+            "reasons": list(self.reasons),
+            "world_size": self.world_size,
+            "absent": list(self.absent[:_MAX_RANKS_REPORTED]),
+            "signals": sorted(self.signals),
+            "ranks": [r.to_dict() for r in self.ranks],
+            "flight_recorder": self.flight_recorder,
+        }
+
+    def summary_lines(self, max_ranks: int = 6) -> list[str]:
+        """A few lines for the on-call summary."""
+        if not self.is_hang:
+            return []
+        out = [f"Hang in phase {self.phase.value}" + (f", stuck in {self.stuck}" if self.stuck else "")]
+        if self.suspects:
+            out.append(
+                f"  the others wait for rank(s) {', '.join(map(str, self.suspects[:8]))}: "
+                + "; ".join(self.reasons[:3])
+            )
+        if self.absent:
+            out.append(f"  ranks that printed nothing: {_ranges(self.absent)}")
+        if self.flight_recorder:
+            for ev in list(self.flight_recorder.get("evidence", []))[:3]:
+                out.append(f"  Flight Recorder: {ev}")
+        for r in self.ranks[:max_ranks]:
+            bits = [f"rank {r.rank}: {r.state}", f"phase {r.phase.value}"]
+            if r.collective:
+                bits.append(r.collective)
+            if r.last_enqueued is not None:
+                bits.append(f"last enqueued {r.last_enqueued} / completed {r.last_completed}")
+            if r.frames:
+                bits.append("in " + " > ".join(r.frames[-3:]))
+            out.append("  " + ", ".join(bits))
+        return out
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    out: list[str] = []
+    start = prev = None
+    for r in ranks:
+        if start is None:
+            start = prev = r
+        elif prev is not None and r == prev + 1:
+            prev = r
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = r
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ", ".join(out)
+
+
+@dataclass
+class _RankFacts:
+    lines: list[LogLine] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    pg: str | None = None
+    enqueued: tuple[int, int] | None = None
+    dump_role: str | None = None
+    timed_out: bool = False
+
+
+def _collective_text(c: CollectiveState, pg: str | None) -> str:
+    numel = f" NumelIn={c.numel_in}" if c.numel_in is not None else ""
+    return f"{c.op} #{c.seq}{numel}" + (f" on PG {pg}" if pg else "")
+
+
+def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_recorder: Any | None = None) -> HangReport:
+    """Analyse one job's hang (cheap when there is none: a few regex passes over salient lines).
+
+    Parameters
+    ----------
+    bundle:
+        The ingested job.
+    structure:
+        Its cross-rank structure (collectives per rank, watchdog and exception ranks).
+    flight_recorder:
+        Optional findings of :func:`denpex_ml.hang.flight_recorder.analyse_flight_recorder`.
+    """
+    signals: set[str] = set()
+    facts: dict[StreamKey, _RankFacts] = {}
+    mismatch_ranks: dict[int, tuple[str, str]] = {}
+    desync_ranks: list[int] = []
+    world = 0
+    global_frames: list[Frame] = []
+    for key, stream in bundle.streams.items():
+        f = facts.setdefault(key, _RankFacts())
+        frame_lines: list[str] = []
+        for line in stream.lines:
+            text = line.text
+            if any(h in text for h in _FRAME_HINT) or text.lstrip().startswith("Thread "):
+                frame_lines.append(text)
+            if not line.salient and "nranks" not in text and "WORLD_SIZE" not in text:
+                continue
+            f.lines.append(line)
+            if "nranks" in text or "orld" in text:
+                m = _NRANKS.search(text)
+                if m:
+                    world = max(world, int(next(g for g in m.groups() if g)))
+            if _WATCHDOG.search(text):
+                f.timed_out = True
+                signals.add("hang")
+            pm = _PG.search(text)
+            if pm:
+                f.pg = pm.group(1) or pm.group(5)
+            em = _ENQUEUED.search(text) or _ENQUEUED_SHORT.search(text)
+            if em:
+                g = em.groups()
+                f.enqueued = (int(g[-2]), int(g[-1]))
+            if _FIRST_DUMP in text:
+                f.dump_role = "first"
+                signals.add("own-watchdog-first")
+            elif _FOLLOWER in text and f.dump_role is None:
+                f.dump_role = "follower"
+            if "mismatch between collectives" in text or "CollectiveFingerPrint(" in text:
+                signals.update(("mismatch-report", "hang"))
+                for mm in _MISMATCH.finditer(text):
+                    mismatch_ranks[int(mm.group(1))] = (mm.group(3), mm.group(4) or "")
+            if "didn't join" in text or "lagging/dead/mismatched" in text or "missing ranks" in text:
+                signals.update(("desync-report", "hang"))
+                dm = _DESYNC.search(text)
+                if dm:
+                    desync_ranks.extend(int(x) for x in dm.group(1).replace(" ", "").split(",") if x)
+            if _STORE.search(text):
+                signals.update(("store-timeout", "hang"))
+                f.timed_out = True
+            if _GLOO.search(text):
+                signals.update(("gloo-timeout", "hang"))
+                f.timed_out = True
+            for name, rx in _CONTEXT.items():
+                if name not in signals and rx.search(text):
+                    signals.add(name)
+        fr = parse_frames(frame_lines)
+        if fr:
+            signals.add("frames")
+            if any(x.kind == "py-spy" for x in fr):
+                signals.add("py-spy")
+            for x in fr:
+                for name, rx in _CONTEXT.items():
+                    if name not in signals and rx.search(x.file + " " + x.function):
+                        signals.add(name)
+        if isinstance(key, int):
+            f.frames = fr
+        else:
+            global_frames.extend(fr)
+    if structure.watchdog_ranks:
+        signals.add("hang")
+    if flight_recorder is not None:
+        kinds = {str(f.kind) for f in getattr(flight_recorder, "findings", ())}
+        kinds.add(str(getattr(flight_recorder, "kind", None)))
+        if "mismatch" in kinds:
+            signals.add("flight-recorder-mismatch")
+        if "missing-rank" in kinds:
+            signals.add("flight-recorder-missing-rank")
+        if kinds & {"mismatch", "missing-rank"}:
+            signals.add("hang")
+    colls = {k: c for k, c in structure.collectives.items() if isinstance(k, int)}
+    ops = Counter(c.op.upper() for c in colls.values())
+    if colls:
+        seqs = Counter(c.seq for c in colls.values())
+        if min(seqs) <= 5:
+            signals.add("seq-early")
+        if len(seqs) > 1:
+            signals.add("seq-spread")
+        by_seq: dict[int, set[tuple[str, int | None]]] = {}
+        for c in colls.values():
+            by_seq.setdefault(c.seq, set()).add((c.op.upper(), c.numel_in))
+        if any(len(v) > 1 for v in by_seq.values()):
+            signals.add("same-seq-diff-op")
+        if any(c.numel_in is not None and c.numel_in <= 8 for c in colls.values()):
+            signals.add("tiny-collective")
+    for op in ops:
+        if op in ("SEND", "RECV") or "P2P" in op:
+            signals.add("p2p")
+        elif "ALLTOALL" in op:
+            signals.add("alltoall")
+        elif "ALLGATHER" in op:
+            signals.add("allgather")
+        elif "BARRIER" in op:
+            signals.add("barrier")
+    enq = {k: f.enqueued for k, f in facts.items() if isinstance(k, int) and f.enqueued is not None}
+    never = sorted(k for k, (e, c) in enq.items() if e == c and any(e2 > c2 for e2, c2 in enq.values()))
+    if never:
+        signals.add("never-entered")
+    int_keys = sorted(k for k in bundle.streams if isinstance(k, int))
+    waiting = {k for k in int_keys if facts[k].timed_out or k in structure.watchdog_ranks}
+    crashed = {k for k in structure.exception_ranks if isinstance(k, int)} - waiting
+    silent = [k for k in int_keys if k not in waiting and k not in crashed] if len(waiting) >= 2 else []
+    if silent:
+        signals.add("silent-rank")
+    absent: tuple[int, ...] = ()
+    if 0 < world <= 65536 and int_keys and max(int_keys) < world:
+        absent = tuple(r for r in range(world) if r not in bundle.streams)
+        if absent and len(absent) < world:
+            signals.add("absent-rank")
+    all_frames = [*global_frames, *(x for k in int_keys for x in facts[k].frames)]
+    if any(x.function == "barrier" or x.function == "monitored_barrier" for x in all_frames):
+        signals.add("barrier")
+    # suspects: the ranks the others wait for, by the strongest rule that names any
+    suspects: list[int] = []
+    reasons: list[str] = []
+    if mismatch_ranks:
+        sigs = Counter(mismatch_ranks.values())
+        odd = [r for r, s in mismatch_ranks.items() if sigs[s] == 1] if len(sigs) > 1 else []
+        suspects = sorted(odd or mismatch_ranks)[:8]
+        reasons.append("named by the collective mismatch check")
+    fr_blamed = list(getattr(flight_recorder, "blamed_ranks", ()) or ())
+    if not suspects and fr_blamed:
+        suspects = sorted(int(r) for r in fr_blamed)[:8]
+        fr_ev = list(getattr(flight_recorder, "evidence", ()) or ())
+        reasons.append("blamed by the Flight Recorder dumps" + (f" ({fr_ev[0]})" if fr_ev else ""))
+    if not suspects and desync_ranks:
+        suspects = sorted(set(desync_ranks))[:8]
+        reasons.append("named by the desync report as lagging")
+    if not suspects and never:
+        suspects = never[:8]
+        reasons.append("last enqueued work equals last completed: never entered the stuck collective")
+    state_of: dict[int, str] = {}
+    if colls:
+        seq_mode = Counter(c.seq for c in colls.values()).most_common(1)[0][0]
+        sig_mode = Counter((c.seq, c.op.upper(), c.numel_in) for c in colls.values()).most_common(1)[0][0]
+        for k, c in colls.items():
+            if c.seq > seq_mode:
+                state_of[k] = "ahead"
+            elif c.seq < seq_mode:
+                state_of[k] = "behind"
+            elif (c.seq, c.op.upper(), c.numel_in) != sig_mode:
+                state_of[k] = "mismatched"
+        odd_ranks = sorted(state_of)
+        if not suspects and odd_ranks and len(odd_ranks) <= max(1, len(colls) // 2):
+            suspects = odd_ranks[:8]
+            kinds = sorted({state_of[k] for k in odd_ranks})
+            reasons.append(f"its collective is {'/'.join(kinds)} the others' (SeqNum/op/size)")
+    if not suspects and silent and len(silent) <= max(1, len(int_keys) // 2):
+        suspects = silent[:8]
+        reasons.append("printed no timeout while the others timed out (busy elsewhere or stuck)")
+    firsts = [k for k in int_keys if facts[k].dump_role == "first"]
+    if not suspects and len(firsts) == 1 and len(int_keys) > 1:
+        reasons.append(f"rank {firsts[0]}'s own watchdog fired first")
+    # per-rank states and phases
+    states: list[RankHangState] = []
+    phases: dict[int, Phase] = {}
+    for k in int_keys:
+        f = facts[k]
+        acts = [ln.text for ln in bundle.streams[k].lines[-12:]]
+        ph = phase_of(f.frames, acts)
+        phases[k] = ph
+        c = colls.get(k)
+        state = state_of.get(k) or (
+            "crashed" if k in crashed else "waiting" if k in waiting else "silent" if k in silent else "running"
+        )
+        states.append(
+            RankHangState(
+                rank=k,
+                state=state,
+                phase=ph,
+                collective=_collective_text(c, f.pg) if c else None,
+                seq=c.seq if c else None,
+                op=c.op if c else None,
+                process_group=f.pg,
+                last_enqueued=f.enqueued[0] if f.enqueued else None,
+                last_completed=f.enqueued[1] if f.enqueued else None,
+                dump_role=f.dump_role,
+                frames=tuple(str(x) for x in f.frames[-6:]),
+                last_activity=acts[-1][:300] if acts else None,
+            )
+        )
+    g_phase = phase_of(
+        global_frames, [ln.text for ln in bundle.global_stream.lines[-12:]] if bundle.global_stream else []
+    )
+    for p in {*phases.values(), g_phase}:
+        if p is not Phase.UNKNOWN:
+            signals.add(f"phase:{p.value}")
+    order = list(PHASES)
+    cand = [phases[k] for k in suspects if k in phases and phases[k] not in (Phase.UNKNOWN, Phase.TRAINING)]
+    if not cand:
+        cand = [p for p in (*phases.values(), g_phase) if p is not Phase.UNKNOWN]
+    job_phase = min(cand, key=order.index) if cand else Phase.UNKNOWN
+    is_hang = "hang" in signals
+    susp = set(suspects)
+    states.sort(key=lambda s: (s.rank not in susp, s.state in ("waiting", "running"), s.rank))
+    stuck = None
+    if colls:
+        mode = Counter(_collective_text(c, facts[k].pg) for k, c in colls.items()).most_common(1)[0][0]
+        stuck = mode
+    return HangReport(
+        is_hang=is_hang,
+        phase=job_phase,
+        ranks=tuple(states[:_MAX_RANKS_REPORTED]) if is_hang else (),
+        suspects=tuple(suspects),
+        reasons=tuple(reasons),
+        stuck=stuck,
+        world_size=world or None,
+        absent=absent,
+        signals=frozenset(s if s.startswith("phase:") else f"signal:{s}" for s in signals),
+        flight_recorder=flight_recorder.to_dict()
+        if flight_recorder is not None and hasattr(flight_recorder, "to_dict")
+        else None,
+    )
+
+
+def signal_affinity(labels: Sequence[str], declared: Mapping[str, Sequence[str]]) -> np.ndarray:
+    """A (n_labels, n_hang_features) 0/1 matrix: which hang features each entry declares.
+
+    ``declared`` maps an entry id to its ``hang_signals`` (``phase:<p>`` / ``signal:<s>``).
+    Unknown names raise :class:`~denpex_ml.errors.TaxonomyError` naming the entry.
+    """
+    index = {n: i for i, n in enumerate(HANG_FEATURE_NAMES)}
+    A = np.zeros((len(labels), len(HANG_FEATURE_NAMES)), dtype=np.float32)
+    for row, lab in enumerate(labels):
+        for name in declared.get(lab, ()):
+            if name not in index:
+                raise TaxonomyError(
+                    f"taxonomy entry {lab!r}: hang signal {name!r} is not one of {', '.join(HANG_FEATURE_NAMES)}"
+                )
+            A[row, index[name]] = 1.0
+    return A
+
+
+def affinity_scores(report_vector: np.ndarray, affinity: np.ndarray) -> np.ndarray:
+    """Per class, the share of its declared hang features the job shows (0 when it declares none)."""
+    n = affinity.sum(axis=1)
+    hits = affinity @ report_vector
+    return np.where(n > 0, hits / np.maximum(n, 1.0), 0.0) * (1.0 if report_vector.any() else 0.0)

@@ -1,0 +1,132 @@
+"""Hang analysis: frames, phases, per-rank states, suspects and signals on hand-made and real wordings."""
+
+from __future__ import annotations
+
+import pytest
+
+from denpex_ml.errors import TaxonomyError
+from denpex_ml.features.structure import analyse_structure
+from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, analyse_hang, signal_affinity
+from denpex_ml.hang.frames import parse_frames
+from denpex_ml.hang.phase import Phase, phase_of
+from denpex_ml.logs import read_logs
+from denpex_ml.taxonomy import load_taxonomy
+
+WD = (
+    "[rank{r}]:[E1201 10:00:0{r}.000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=1800000) ran for 1800042 "
+    "milliseconds before timing out."
+)
+
+
+def _report(text: str):  # type: ignore[no-untyped-def]
+    b = read_logs(text=text)
+    return analyse_hang(b, analyse_structure(b))
+
+
+def test_traceback_faulthandler_and_py_spy_frames() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/x/site-packages/transformers/trainer.py", line 2915, in _maybe_log_save_evaluate',
+        '  File "/x/site-packages/transformers/trainer.py", line 3007, in _save_checkpoint',
+        'Thread 0x7F00 (active): "MainThread"',
+        "    barrier (torch/distributed/distributed_c10d.py:4622)",
+        "    generate (transformers/generation/utils.py:2255)",
+        '  File "/x/train.py", line 12 in main',
+    ]
+    frames = parse_frames(lines)
+    kinds = [f.kind for f in frames]
+    assert kinds == ["traceback", "traceback", "py-spy", "py-spy", "faulthandler"]
+    # py-spy prints innermost first: reversed to read outermost first like Python
+    assert [f.function for f in frames[2:4]] == ["generate", "barrier"]
+
+
+@pytest.mark.parametrize(
+    ("functions", "lines", "phase"),
+    [
+        (["main", "_inner_training_loop", "evaluate", "generate", "forward", "all_gather"], [], Phase.GENERATION),
+        (["main", "_inner_training_loop", "_save_checkpoint", "barrier"], [], Phase.CHECKPOINT),
+        (["main", "main_process_first", "barrier"], [], Phase.PREPROCESSING),
+        (["main", "training_step", "backward"], [], Phase.TRAINING),
+        ([], ["step 10 loss 2.1", "Running tokenizer on dataset:  47%|####"], Phase.PREPROCESSING),
+        ([], ["nothing to see"], Phase.UNKNOWN),
+    ],
+)
+def test_phase_prefers_the_most_specific_frame(functions: list[str], lines: list[str], phase: Phase) -> None:
+    frames = parse_frames([f'  File "/x/site-packages/lib/m.py", line 1, in {f}' for f in functions])
+    assert phase_of(frames, lines) is phase
+
+
+def test_rank_ahead_is_the_suspect_and_collective_is_reported() -> None:
+    text = "\n".join(
+        [
+            WD.format(r=0, seq=532341, op="_ALLGATHER_BASE", n=513),
+            WD.format(r=1, seq=532339, op="BROADCAST", n=5164000),
+            WD.format(r=2, seq=532339, op="BROADCAST", n=5164000),
+        ]
+    )
+    rep = _report(text)
+    assert rep.is_hang
+    assert rep.suspects == (0,)
+    assert "signal:seq-spread" in rep.signals
+    by_rank = {r.rank: r for r in rep.ranks}
+    assert by_rank[0].state == "ahead" and by_rank[1].state == "waiting"
+    assert by_rank[1].seq == 532339 and by_rank[1].op == "BROADCAST"
+    assert rep.stuck is not None and "BROADCAST #532339" in rep.stuck
+
+
+def test_never_entered_rank_is_the_one_waited_for() -> None:
+    text = "\n".join(
+        [
+            WD.format(r=0, seq=7, op="ALLREDUCE", n=1),
+            "[rank0]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:1]  Timeout at NCCL work: 7, last enqueued NCCL work: 7, last completed NCCL work: 6.",
+            WD.format(r=1, seq=7, op="ALLREDUCE", n=1),
+            "[rank1]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:1]  Timeout at NCCL work: 7, last enqueued NCCL work: 7, last completed NCCL work: 6.",
+            "[rank2]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:1]  Timeout at NCCL work: 6, last enqueued NCCL work: 6, last completed NCCL work: 6.",
+        ]
+    )
+    rep = _report(text)
+    assert rep.suspects == (2,)
+    assert "signal:never-entered" in rep.signals
+    assert "never entered" in rep.reasons[0]
+
+
+def test_mismatch_report_names_the_odd_rank() -> None:
+    text = (
+        "[rank1]: RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=21, OpType=BROADCAST, TensorShape=[1], TensorDtypes=Long), but Rank 0 "
+        "is running collective: CollectiveFingerPrint(SequenceNumber=21, OpType=ALLREDUCE, TensorShape=[1])."
+    )
+    rep = _report(text)
+    assert "signal:mismatch-report" in rep.signals
+    assert set(rep.suspects) <= {0, 1} and rep.suspects
+
+
+def test_tokenising_rank_and_store_timeout_give_the_preprocessing_phase() -> None:
+    text = "\n".join(
+        [
+            "[rank0]:Running tokenizer on dataset:  47%|####7     | 3169000/6811963 [30:11<38:27, 1578.58 examples/s]",
+            "[rank1]:Traceback (most recent call last):",
+            '[rank1]:  File "/x/site-packages/transformers/training_args.py", line 1891, in main_process_first',
+            '[rank1]:  File "/x/site-packages/torch/distributed/distributed_c10d.py", line 3328, in barrier',
+            "[rank1]:torch.distributed.DistStoreError: wait timeout after 1800000ms, keys: /default_pg//cuda//0",
+        ]
+    )
+    rep = _report(text)
+    assert rep.is_hang
+    assert rep.phase is Phase.PREPROCESSING
+    assert {"signal:store-timeout", "signal:barrier", "phase:preprocessing"} <= rep.signals
+
+
+def test_no_hang_in_a_plain_crash() -> None:
+    rep = _report("Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\nKeyError: 'x'")
+    assert not rep.is_hang and rep.ranks == ()
+    assert rep.vector.shape == (len(HANG_FEATURE_NAMES),)
+
+
+def test_taxonomy_hang_signals_are_known_names() -> None:
+    tax = load_taxonomy()
+    A = signal_affinity(tax.ids, {e.id: e.hang_signals for e in tax})
+    assert A[tax.ids.index("zero3-divergent-forward-hang"), HANG_FEATURE_NAMES.index("phase:generation")] == 1.0
+    with pytest.raises(TaxonomyError, match="phase:nap"):
+        signal_affinity(["x"], {"x": ["phase:nap"]})
