@@ -94,6 +94,7 @@ def _add_ingest(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     from rich.table import Table
+    from rich.text import Text
 
     from denpex_ml.logs import read_logs
 
@@ -124,7 +125,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for key, st in sorted(bundle.streams.items(), key=lambda kv: (not isinstance(kv[0], int), str(kv[0]).zfill(8))):
         sal = [ln.text for ln in st.lines if ln.salient][-args.lines :] if args.lines > 0 else []
-        table.add_row(str(key), str(st.n_lines), str(st.n_salient), "\n".join(t[:160] for t in sal))
+        # log text is never markup: gloo's "[/pytorch/.../pair.cc:537]" would read as a closing tag
+        table.add_row(str(key), str(st.n_lines), str(st.n_salient), Text("\n".join(t[:160] for t in sal)))
     console.print(table)
     if bundle.launcher and bundle.launcher.root_cause:
         rc = bundle.launcher.root_cause

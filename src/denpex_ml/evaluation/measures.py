@@ -14,8 +14,9 @@ import numpy as np
 from sklearn.metrics import confusion_matrix
 
 from denpex_ml.metrics import classification_metrics, per_class_table
+from denpex_ml.taxonomy.groups import GROUPS, group_of
 
-__all__ = ["Measured", "coverage_curve", "measure", "reliability_bins"]
+__all__ = ["Measured", "coverage_curve", "group_metrics", "measure", "reliability_bins"]
 
 
 @dataclass
@@ -128,4 +129,32 @@ def measure(
     if len(y):
         idx = list(range(-1, len(labels)))  # -1 = unknown / abstained, first row and column
         out.confusion = confusion_matrix(y, pred, labels=idx).tolist()
+    return out
+
+
+def group_metrics(proba: np.ndarray, y: np.ndarray, pred: np.ndarray, labels: Sequence[str]) -> dict[str, float]:
+    """``group_<g>_n``, ``group_<g>_top1`` and ``group_<g>_top3`` for every report group present.
+
+    Groups are :data:`~denpex_ml.taxonomy.groups.GROUPS` (hang, transport, crash, unknown,
+    no-failure). ``top1`` is the final answer: an abstention is wrong on a known failure and
+    right on an ``unknown`` row; ``top3`` looks at the three best entries (right for an
+    ``unknown`` row only when the system abstained).
+    """
+    proba = np.asarray(proba, dtype=float)
+    y = np.asarray(y)
+    pred = np.asarray(pred)
+    names = np.asarray([group_of(labels[i]) if i >= 0 else "unknown" for i in y])
+    out: dict[str, float] = {}
+    top3 = np.argsort(-proba, axis=1)[:, :3] if len(y) else np.zeros((0, 3), dtype=int)
+    for g in GROUPS:
+        m = names == g
+        if not m.any():
+            continue
+        hit1 = pred[m] == y[m]
+        hit3 = np.asarray(
+            [(yy < 0 and pp < 0) or (yy >= 0 and yy in t) for yy, pp, t in zip(y[m], pred[m], top3[m], strict=True)]
+        )
+        out[f"group_{g}_n"] = float(m.sum())
+        out[f"group_{g}_top1"] = float(hit1.mean())
+        out[f"group_{g}_top3"] = float((hit1 | hit3).mean())
     return out

@@ -101,6 +101,27 @@ def _coverage(plt, curves: dict[str, list[dict[str, float]]], threshold: float, 
     plt.close(fig)
 
 
+def _prequential(plt, prequential: list[dict[str, Any]], path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Grouped bars: top-1 per report group, one bar per (batch, model) scored before use."""
+    groups = [g for g in ("hang", "transport", "crash", "unknown", "no-failure")]
+    runs = [p for p in prequential if p.get("summary")]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups)), 4.0))
+    width = 0.8 / max(len(runs), 1)
+    for i, p in enumerate(runs):
+        summ = p["summary"]
+        vals = [float((summ.get(g) or {}).get("top1") or 0.0) for g in groups]
+        xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(groups))]
+        ax.bar(xs, vals, width=width, label=f"{p.get('batch')} / {str(p.get('model_id'))[:24]}")
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("top-1 on logs scored before use")
+    ax.set_title("test-then-train: real batches scored by the model of the moment")
+    ax.legend(fontsize=6, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_plots(result: EvalResult, out: Path) -> dict[str, dict[str, str]]:
     """Write the plots; returns {data set: {kind: file name}}."""
     plt = _plt()
@@ -130,4 +151,7 @@ def write_plots(result: EvalResult, out: Path) -> dict[str, dict[str, str]]:
                 out / got["coverage"],
             )
         files[ds] = got
+    if result.prequential:
+        files["prequential"] = {"top1": "prequential_top1.png"}
+        _prequential(plt, result.prequential, out / "prequential_top1.png")
     return files

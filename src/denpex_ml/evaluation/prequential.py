@@ -31,7 +31,7 @@ from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.taxonomy.groups import GROUPS, group_of
 from denpex_ml.training.data import incident_bundle
 
-__all__ = ["PrequentialRow", "score_batch", "summarise", "write_prequential"]
+__all__ = ["PrequentialRow", "load_prequential", "score_batch", "summarise", "write_prequential"]
 
 
 @dataclass(frozen=True)
@@ -177,3 +177,22 @@ def write_prequential(rows: Sequence[PrequentialRow], out: Path, *, batch: str, 
     }
     out.write_text(json.dumps(payload, indent=1, sort_keys=False) + "\n", encoding="utf-8")
     return out
+
+
+def load_prequential(directory: str | Path) -> list[dict[str, Any]]:
+    """The kept prequential figures (``{file, batch, model_id, note, scored_at, summary}``), oldest first."""
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    out = []
+    for f in sorted(d.glob("*.json")):
+        try:
+            payload = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(payload, dict) or "summary" not in payload:
+            continue
+        out.append(
+            {k: payload.get(k) for k in ("batch", "model_id", "note", "scored_at", "summary")} | {"file": f.name}
+        )
+    return sorted(out, key=lambda p: (str(p.get("scored_at")), p["file"]))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from denpex_ml.evaluation.baselines import GPUALERT_MAP
+from denpex_ml.taxonomy.groups import GROUPS
 
 if TYPE_CHECKING:
     from denpex_ml.evaluation.run import EvalResult
@@ -46,6 +47,75 @@ def _fmt(v: Any) -> str:
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def _group_table(metrics: dict[str, float], ds: str, systems: list[str]) -> list[str]:
+    """Top-1 / top-3 per report group (hang, transport, crash, unknown, no-failure)."""
+    rows = []
+    for g in GROUPS:
+        n = metrics.get(f"{ds}/group_{g}_n")
+        if not n:
+            continue
+        cells = []
+        for s in systems:
+            infix = "" if s == "model" else f"{s}/"
+            cells.append(
+                f"{_fmt(metrics.get(f'{ds}/{infix}group_{g}_top1'))} / {_fmt(metrics.get(f'{ds}/{infix}group_{g}_top3'))}"
+            )
+        rows.append([g, str(int(n)), *cells])
+    if not rows:
+        return []
+    return [
+        "",
+        "Per group (top-1 / top-3; an abstention is right only on `unknown` rows):",
+        "",
+        *_table(["group", "n", *systems], rows),
+    ]
+
+
+def _prequential_section(result: EvalResult, plot: dict[str, str]) -> list[str]:
+    """Test-then-train: each new batch of real logs scored before it was used for anything."""
+    if not result.prequential:
+        return []
+    lines = [
+        "## Test-then-train: real logs scored before they were used",
+        "",
+        "Each batch of newly collected real logs (grouped by source thread) was scored once, by the model of "
+        "that moment, before it shaped fingerprints, recipes or training (`eval/prequential.py`). These figures "
+        "predict accuracy on logs nobody has shown the model; cross-validation over logs the fingerprints were "
+        "written from does not.",
+        "",
+    ]
+    rows = []
+    for p in result.prequential:
+        summ = p.get("summary") or {}
+        for g in ("all", *GROUPS):
+            m = summ.get(g) or {}
+            if not m.get("n"):
+                continue
+            rows.append(
+                [
+                    str(p.get("batch")),
+                    f"`{p.get('model_id')}`",
+                    g,
+                    str(int(m["n"])),
+                    _fmt(m.get("top1")),
+                    _fmt(m.get("top3")),
+                    _fmt(m.get("rule_top1")),
+                    str(int(m.get("answered_unknown", 0))),
+                    _fmt(m.get("ece_answered")),
+                    _fmt(m.get("rank_accuracy")),
+                ]
+            )
+    lines += _table(
+        ["batch", "model", "group", "n", "top-1", "top-3", "rules top-1", "answered unknown", "ECE (answered)", "rank"],
+        rows,
+    )
+    notes = sorted({str(p.get("model_id")) + ": " + str(p.get("note")) for p in result.prequential if p.get("note")})
+    lines += ["", *(f"* {n}" for n in notes)]
+    for kind, f in plot.items():
+        lines += ["", f"![prequential {kind}]({f})"]
+    return [*lines, ""]
 
 
 def render_markdown(result: EvalResult, plots: dict[str, dict[str, str]] | None = None) -> str:
@@ -91,6 +161,7 @@ def render_markdown(result: EvalResult, plots: dict[str, dict[str, str]] | None 
             if any(v not in ("-", "not installed") for v in vals):
                 rows.append([label, *vals])
         lines += _table(["metric", *systems], rows)
+        lines += _group_table(metrics, ds, [s for s in systems if s == "model" or s in by])
         for kind, f in plots.get(ds, {}).items():
             lines += ["", f"![{ds} {kind}]({f})"]
         pc = by["model"].per_class
@@ -107,6 +178,7 @@ def render_markdown(result: EvalResult, plots: dict[str, dict[str, str]] | None 
                 ],
             )
         lines.append("")
+    lines += _prequential_section(result, plots.get("prequential", {}))
     lines += [
         "## GPUAlert class mapping",
         "",

@@ -25,7 +25,8 @@ from denpex_ml.baselines import RuleBaseline, TfidfBaseline, bundle_text
 from denpex_ml.dataset.io import data_path_exists
 from denpex_ml.evaluation.baselines import BASELINES, GPUAlertBaseline, ZeroShotBaseline, gpualert_version
 from denpex_ml.evaluation.datasets import Pool, build_pools, data_hash, synthetic_train
-from denpex_ml.evaluation.measures import Measured, measure
+from denpex_ml.evaluation.measures import Measured, group_metrics, measure
+from denpex_ml.evaluation.prequential import load_prequential
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.featurize import JobAnalysis
 from denpex_ml.taxonomy import UNKNOWN_ID
@@ -62,6 +63,9 @@ class EvalConfig:
         More JSONL files / label folders, each reported as its own data set.
     baselines:
         Baselines to run (subset of :data:`~denpex_ml.evaluation.baselines.BASELINES`).
+    prequential_dir:
+        Where the test-then-train figures are kept (:mod:`denpex_ml.evaluation.prequential`);
+        the report quotes them. ``None``: leave them out.
     """
 
     model_dir: str | None = None
@@ -70,6 +74,7 @@ class EvalConfig:
     real_cv: bool = True
     extra_data: tuple[str, ...] = ()
     baselines: tuple[str, ...] = BASELINES
+    prequential_dir: str | None = "eval/prequential"
 
     def __post_init__(self) -> None:
         from denpex_ml.errors import InvalidInputError
@@ -102,6 +107,7 @@ class EvalResult:
     systems: dict[str, str]
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    prequential: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -136,6 +142,7 @@ class EvalResult:
                 for ds, bs in self.measured.items()
             },
             "reliability": {ds: {s: m.reliability for s, m in bs.items()} for ds, bs in self.measured.items()},
+            "prequential": self.prequential,
         }
 
 
@@ -328,8 +335,11 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
                 seconds=s.seconds[mask],
             )
         }
+        by["model"].metrics.update(group_metrics(s.proba[mask], s.y[mask], s.pred[mask], labels))
         for b, P in s.baselines.items():
-            by[b] = measure(P[mask], s.y[mask], _baseline_pred(b, P[mask]), labels)
+            bp = _baseline_pred(b, P[mask])
+            by[b] = measure(P[mask], s.y[mask], bp, labels)
+            by[b].metrics.update(group_metrics(P[mask], s.y[mask], bp, labels))
         measured[es.name] = by
         y = s.y[mask]
         data[es.name] = {
@@ -358,6 +368,7 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
         systems=systems,
         seconds=time.perf_counter() - t_start,
         notes=notes,
+        prequential=load_prequential(config.prequential_dir) if config.prequential_dir else [],
     )
 
 

@@ -94,7 +94,12 @@ _STORE = re.compile(
     r"waitForInput|[Ss]ocket [Tt]imeout|store->get\(|[Ww]ait timeout|Timed out initializing process group in store|"
     r"store_based_barrier|TCPStore.*[Tt]imed? ?out|DistStoreError|client socket has timed out"
 )
-_GLOO = re.compile(r"gloo.*(?:[Tt]imed out|[Tt]imeout)|Gloo .*timed out|Timed out waiting \d+ ?ms for (?:recv|send)")
+_GLOO = re.compile(
+    r"gloo.*(?:[Tt]imed out|[Tt]imeout)|Gloo .*timed out|Timed out waiting \d+ ?ms for (?:recv|send)|"
+    r"typically caused by a remote worker (?:hanging|crashing)"
+)
+#: a peer sent a different number of bytes than this rank expected (gloo's check)
+_SIZE_MISMATCH = re.compile(r"Received data size doesn't match expected size|op\.preamble\.length <= op\.nbytes")
 _WATCHDOG = re.compile(
     r"Watchdog caught collective operation timeout|ProcessGroupNCCL's watchdog got stuck|"
     r"Watchdog caught|[Hh]eartbeat monitor timed out|collective operation timeout"
@@ -324,6 +329,8 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             if _GLOO.search(text):
                 signals.update(("gloo-timeout", "hang"))
                 f.timed_out = True
+            if _SIZE_MISMATCH.search(text):
+                signals.update(("same-seq-diff-op", "hang"))
             for name, rx in _CONTEXT.items():
                 if name not in signals and rx.search(text):
                     signals.add(name)

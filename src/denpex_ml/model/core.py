@@ -106,7 +106,8 @@ class DenpexModel:
     def _decide(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str]:
         """``(label, confidence, best taxonomy guess)`` from the calibrated probabilities.
 
-        * no error evidence at all (no fingerprint, no error line, no hang signal) -> ``no-failure``;
+        * no error evidence at all (no fingerprint, no error line, no hang signal) -> ``no-failure``
+          when the model finds that likelier than its best failure, else ``unknown``;
         * the best entry above the abstention threshold -> that entry;
         * a hang or transport entry below it, while its family together is likely -> that entry;
         * otherwise ``unknown`` (its confidence: the mass not on the best entry).
@@ -120,11 +121,13 @@ class DenpexModel:
         no_fail = self.labels.index(NO_FAILURE_ID) if NO_FAILURE_ID in self.labels else None
         no_evidence = not a.hits and not any(s.priority >= 2.0 for s in a.selected) and not a.hang.is_hang
         if no_evidence:
-            if no_fail is None:
-                return UNKNOWN_ID, 1.0 - p_best, best
-            p_nf = float(proba[no_fail])
-            rival = max((float(p) for i, p in enumerate(proba) if i != no_fail), default=0.0)
-            return NO_FAILURE_ID, p_nf / max(p_nf + rival, 1e-12), best
+            if no_fail is not None:
+                p_nf = float(proba[no_fail])
+                rival = max((float(p) for i, p in enumerate(proba) if i != no_fail), default=0.0)
+                share = p_nf / max(p_nf + rival, 1e-12)
+                if share >= 0.5:
+                    return NO_FAILURE_ID, share, best
+            return UNKNOWN_ID, 1.0 - p_best, best
         if p_best >= self.abstain_threshold:
             return best, p_best, best
         fam = group_of(best)
@@ -141,7 +144,9 @@ class DenpexModel:
         A = self.head.hang_affinity
         if A is None:
             return None
-        names = [n for n in ("signal:flight-recorder-mismatch", "signal:flight-recorder-missing-rank") if n in a.hang.signals]
+        names = [
+            n for n in ("signal:flight-recorder-mismatch", "signal:flight-recorder-missing-rank") if n in a.hang.signals
+        ]
         if not names:
             return None
         cols = [HANG_FEATURE_NAMES.index(n) for n in names]
@@ -161,7 +166,10 @@ class DenpexModel:
         rank, reason = verdict.rank, verdict.reason if verdict.rank is not None else ""
         hang = a.hang
         if rank is None and answered and best in HANG_IDS and len(hang.suspects) == 1:
-            rank, reason = hang.suspects[0], "hang analysis: " + (hang.reasons[0] if hang.reasons else "the others wait for it")
+            rank, reason = (
+                hang.suspects[0],
+                "hang analysis: " + (hang.reasons[0] if hang.reasons else "the others wait for it"),
+            )
         if label == NO_FAILURE_ID:
             rank, reason = None, ""
         evidence = self._evidence(a, best)

@@ -118,9 +118,30 @@ def watchdog_timeout(
     verbose: bool | None = None,
     group_rank: int | None = None,
 ) -> None:
-    """The watchdog-timeout message family printed by a rank left waiting in a collective."""
+    """The watchdog-timeout message family printed by a rank left waiting in a collective
+    (with the gloo backend: gloo's transport timeout, as a traceback or a bare error)."""
     rng = sc.rng
     grank = rank if group_rank is None else group_rank
+    if sc.backend == "gloo":
+        where = rng.choice(("unbound_buffer.cc:81", "unbound_buffer.cc:78", "pair.cc:598"))
+        direction = "send" if op.upper() == "SEND" else "recv"
+        err = (
+            f"RuntimeError: [{rng.choice(('/pytorch', '../', '/__w/pytorch/pytorch/'))}third_party/gloo/gloo/transport/tcp/{where}] "
+            f"Timed out waiting {timeout_ms}ms for {direction} operation to complete"
+        )
+        call = {"BARRIER": "barrier", "BROADCAST": "broadcast", "SEND": "send", "RECV": "recv"}.get(
+            op.upper(), "all_reduce"
+        )
+        text = traceback(
+            sc,
+            [
+                ("sp:torch/distributed/c10d_logger.py", 81, "wrapper", "return func(*args, **kwargs)"),
+                ("sp:torch/distributed/distributed_c10d.py", rng.randint(2000, 4700), call, "work.wait()"),
+            ],
+            err,
+        )
+        sc.emit(rank, t, text if rng.random() < 0.7 else err, role)
+        return
     ran = timeout_ms + rng.randint(5, 900)
     short = sc.old and rng.random() < 0.25  # torch 1.x printed no SeqNum/Numel
     work = _work(sc, None if short else seq, op, None if short else numel_in, None if short else numel_out, timeout_ms)

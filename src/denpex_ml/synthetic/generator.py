@@ -142,6 +142,7 @@ def make_incident(
     )
     sc.launcher = launcher
     sc.step_style = rng.choice(STEP_STYLES)
+    sc.backend = "gloo" if rng.random() < 0.1 else "nccl"
     sc.regex_examples = list(recipe.regex_examples)
     recipe.build(sc)
     fail = max(sc.fail_time, 2.0)
@@ -176,6 +177,7 @@ def make_incident(
         "variant": sc.variant,
         "recipe": recipe.name,
         "step_style": sc.step_style,
+        "backend": sc.backend,
         "red_herrings": herrings,
         "fingerprint_lines": n_fp,
         "key_lines": list(sc.key_lines),

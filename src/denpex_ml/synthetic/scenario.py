@@ -105,6 +105,8 @@ class Scenario:
         The rank that fails first, or None for scenarios without a single initiator.
     msg_version:
         ``"old"`` (PyTorch <= 2.2 message texts) or ``"new"`` (2.3+ texts).
+    backend:
+        ``"nccl"`` or ``"gloo"`` (CPU jobs: no watchdog; peers time out in gloo's transport).
     """
 
     rng: random.Random
@@ -124,6 +126,7 @@ class Scenario:
     fail_time: float = 0.0
     launcher: str = "torchrun"
     step_style: str = "plain"
+    backend: str = "nccl"
     _seq: int = 0
     _pid_base: int = 0
 

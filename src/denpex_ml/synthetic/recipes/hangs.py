@@ -45,7 +45,6 @@ def _timeouts(
         )
 
 
-
 def _phase_hang(
     sc: Scenario,
     *,
@@ -80,7 +79,9 @@ def _phase_hang(
         else:
             text = py_spy_dump(sc, r, frames)
         sc.emit(r, t + timeout / 1000 + 1 + sc.jitter(1), text, "symptom")
+    shown = bool(activity)
     if suspect_phase is not None and sc.chance(0.6):
+        shown = True
         frames = phase_stack(sc, suspect_phase, suspect_call)
         if suspect_call is not None and sc.chance(0.5):
             text = waiting_traceback(
@@ -90,11 +91,21 @@ def _phase_hang(
             text = py_spy_dump(sc, init, frames)
         sc.emit(init, t + timeout / 1000 + 2 + sc.jitter(1), text, "root")
     elif suspect_call is not None and suspect_seq_delta and sc.chance(0.5):
+        shown = True
         watchdog_timeout(
-            sc, init, t + timeout / 1000 + sc.jitter(1.0), seq=seq + suspect_seq_delta, op=suspect_op or op,
-            numel_in=rng.randint(1, 600), numel_out=rng.randint(600, 2400), timeout_ms=timeout, role="root",
+            sc,
+            init,
+            t + timeout / 1000 + sc.jitter(1.0),
+            seq=seq + suspect_seq_delta,
+            op=suspect_op or op,
+            numel_in=rng.randint(1, 600),
+            numel_out=rng.randint(600, 2400),
+            timeout_ms=timeout,
+            role="root",
             verbose=False,
         )
+    if not shown:
+        sc.set_initiator(None)  # the rank the others wait for printed nothing: the log cannot show it
     _hang_end(sc, t + timeout / 1000, sc.visible)
 
 
@@ -104,8 +115,13 @@ def _mismatch(sc: Scenario) -> None:
     init = sc.initiator or 0
     if v == "metrics-sync-frames":
         _phase_hang(
-            sc, waiting_phase="metrics-sync", waiting_call="all_reduce", op="ALLREDUCE",
-            suspect_phase="metrics-sync", suspect_call="broadcast", suspect_op=rng.choice(("BROADCAST", "ALLGATHER")),
+            sc,
+            waiting_phase="metrics-sync",
+            waiting_call="all_reduce",
+            op="ALLREDUCE",
+            suspect_phase="metrics-sync",
+            suspect_call="broadcast",
+            suspect_op=rng.choice(("BROADCAST", "ALLGATHER")),
         )
         return
     t = rng.uniform(100, 60000)
@@ -168,9 +184,15 @@ def _subset(sc: Scenario) -> None:
             else ("***** Running Evaluation *****", f"  Num examples = {rng.randint(100, 9000)}")
         )
         _phase_hang(
-            sc, waiting_phase="training-step", waiting_call="all_reduce", op="ALLREDUCE",
-            suspect_phase=phase, suspect_call=rng.choice(("barrier", "all_gather", None)),
-            activity=lines, suspect_seq_delta=rng.choice((0, 1, 2)), suspect_op="_ALLGATHER_BASE",
+            sc,
+            waiting_phase="training-step",
+            waiting_call="all_reduce",
+            op="ALLREDUCE",
+            suspect_phase=phase,
+            suspect_call=rng.choice(("barrier", "all_gather", None)),
+            activity=lines,
+            suspect_seq_delta=rng.choice((0, 1, 2)),
+            suspect_op="_ALLGATHER_BASE",
         )
         return
     if v == "uneven-end":
@@ -182,8 +204,13 @@ def _subset(sc: Scenario) -> None:
             )
         )
         _phase_hang(
-            sc, waiting_phase="training-step", waiting_call="all_reduce", op="ALLREDUCE",
-            suspect_phase="end-of-training", suspect_call=None, activity=(end,),
+            sc,
+            waiting_phase="training-step",
+            waiting_call="all_reduce",
+            op="ALLREDUCE",
+            suspect_phase="end-of-training",
+            suspect_call=None,
+            activity=(end,),
         )
         return
     t = rng.uniform(100, 80000)
@@ -256,8 +283,13 @@ def _host_work(sc: Scenario) -> None:
         n = rng.randint(1000, 9_000_000)
         frac = rng.uniform(0.2, 0.9)
         _phase_hang(
-            sc, waiting_phase="preprocessing", waiting_call="barrier", op="BARRIER" if sc.chance(0.3) else "ALLREDUCE",
-            suspect_phase="preprocessing" if sc.chance(0.4) else None, suspect_call=None, seq=rng.randint(1, 3),
+            sc,
+            waiting_phase="preprocessing",
+            waiting_call="barrier",
+            op="BARRIER" if sc.chance(0.3) else "ALLREDUCE",
+            suspect_phase="preprocessing" if sc.chance(0.4) else None,
+            suspect_call=None,
+            seq=rng.randint(1, 3),
             activity=(
                 f"{rng.choice(('Running tokenizer on dataset', 'Map', 'Tokenizing train dataset', 'Map (num_proc=8)'))}: "
                 f"{int(frac * 100):>3}%|{'█' * int(frac * 10):<10}| {int(frac * n)}/{n} [{rng.randint(10, 59)}:{rng.randint(10, 59)}<{rng.randint(10, 59)}:00, {rng.randint(500, 3000)} examples/s]",
@@ -266,8 +298,12 @@ def _host_work(sc: Scenario) -> None:
         return
     if v == "save-frames":
         _phase_hang(
-            sc, waiting_phase="checkpoint-save", waiting_call="barrier", op="BARRIER" if sc.chance(0.3) else "ALLREDUCE",
-            suspect_phase="checkpoint-save", suspect_call=None,
+            sc,
+            waiting_phase="checkpoint-save",
+            waiting_call="barrier",
+            op="BARRIER" if sc.chance(0.3) else "ALLREDUCE",
+            suspect_phase="checkpoint-save",
+            suspect_call=None,
             activity=(f"Saving model checkpoint to output/checkpoint-{rng.randint(100, 9000)}",),
         )
         return
@@ -306,9 +342,14 @@ def _fsdp_init(sc: Scenario) -> None:
     rng = sc.rng
     if v == "init-frames":
         _phase_hang(
-            sc, waiting_phase="init", waiting_call=rng.choice(("broadcast", "all_gather")),
-            op=rng.choice(("BROADCAST", "_ALLGATHER_BASE")), suspect_phase="init", suspect_call="all_gather",
-            seq=rng.randint(1, 4), suspect_op="_ALLGATHER_BASE",
+            sc,
+            waiting_phase="init",
+            waiting_call=rng.choice(("broadcast", "all_gather")),
+            op=rng.choice(("BROADCAST", "_ALLGATHER_BASE")),
+            suspect_phase="init",
+            suspect_call="all_gather",
+            seq=rng.randint(1, 4),
+            suspect_op="_ALLGATHER_BASE",
         )
         return
     init = sc.initiator or 0
@@ -388,10 +429,16 @@ def _zero3(sc: Scenario) -> None:
     rng = sc.rng
     if v == "generate-frames":
         if sc.chance(0.5):
-            sc.context(0, 3, '"zero_optimization": {"stage": 3, "overlap_comm": true, "stage3_prefetch_bucket_size": 5e8}')
+            sc.context(
+                0, 3, '"zero_optimization": {"stage": 3, "overlap_comm": true, "stage3_prefetch_bucket_size": 5e8}'
+            )
         _phase_hang(
-            sc, waiting_phase="generation", waiting_call="all_gather", op="_ALLGATHER_BASE",
-            suspect_phase=None, suspect_call=None,
+            sc,
+            waiting_phase="generation",
+            waiting_call="all_gather",
+            op="_ALLGATHER_BASE",
+            suspect_phase=None,
+            suspect_call=None,
         )
         return
     init = sc.initiator or 0
@@ -436,8 +483,13 @@ def _pipeline(sc: Scenario) -> None:
     rng = sc.rng
     if v == "p2p-frames":
         _phase_hang(
-            sc, waiting_phase="pipeline-p2p", waiting_call="recv", op="RECV",
-            suspect_phase="pipeline-p2p", suspect_call="recv", suspect_op="SEND",
+            sc,
+            waiting_phase="pipeline-p2p",
+            waiting_call="recv",
+            op="RECV",
+            suspect_phase="pipeline-p2p",
+            suspect_call="recv",
+            suspect_op="SEND",
         )
         return
     t = rng.uniform(20, 9000)

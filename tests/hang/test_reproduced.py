@@ -1,0 +1,34 @@
+"""Real gloo reproductions (training/reproduce): the shipped model names the class and the first failing rank."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from denpex_ml import classify
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "reproduced"
+RECORDS = {
+    r["id"]: r
+    for r in (json.loads(line) for line in (REPO / "data" / "reproduced" / "reproduced.jsonl").read_text().splitlines() if line.strip())
+}
+JOBS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", JOBS)
+def test_reproduced_job_is_diagnosed(job: str) -> None:
+    rec = RECORDS[job]
+    d = classify(FIXTURES / job)
+    assert d.label == rec["label"], (d.label, d.alternatives[:3])
+    assert d.initiating_rank == rec["initiating_rank"], d.initiating_reason
+
+
+@pytest.mark.slow
+def test_reproduced_hang_reports_the_waiting_ranks() -> None:
+    d = classify(FIXTURES / "repro-subset-hang-allreduce-save")
+    assert d.hang is not None and d.hang.is_hang
+    assert "signal:gloo-timeout" in d.hang.signals or "signal:hang" in d.hang.signals
