@@ -62,3 +62,17 @@ def test_hostile_pickle_among_the_logs_is_skipped_never_run(tmp_path: Path) -> N
     with pytest.raises(FlightRecorderError):
         read_logs(job / "fr_trace_rank_9")
     assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "label", "rank"),
+    [("mismatch", "collective-mismatch", 2), ("missing", "subset-rank-collective-hang", 3)],
+)
+def test_a_job_of_dumps_alone_is_diagnosed_from_them(case: str, label: str, rank: int) -> None:
+    from denpex_ml import classify
+
+    d = classify(FR / case)
+    assert (d.label, d.initiating_rank) == (label, rank)
+    assert d.hang is not None and d.hang.flight_recorder is not None
+    assert "Flight Recorder:" in d.summary()

@@ -103,7 +103,7 @@ class JobResult:
             data[k] = None if data.get(k) in ("", None) else int(data[k])
         if isinstance(data.get("abstained"), str):
             data["abstained"] = {"True": True, "False": False}.get(data["abstained"])
-        for k in ("label", "title", "best_guess", "error_type", "error", "model"):
+        for k in ("label", "title", "best_guess", "hang_phase", "error_type", "error", "model"):
             if data.get(k) == "":
                 data[k] = None
         data["initiating_reason"] = data.get("initiating_reason") or ""
