@@ -81,7 +81,7 @@ def score_batch(
     for inc in incidents:
         src: Any = dict(inc.logs) if inc.logs is not None else inc.log
         t0 = time.perf_counter()
-        common = {
+        common: dict[str, Any] = {
             "id": inc.id,
             "source": inc.source,
             "label": inc.label,

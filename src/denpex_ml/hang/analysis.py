@@ -433,8 +433,8 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         odd_ranks = sorted(state_of)
         if not suspects and odd_ranks and len(odd_ranks) <= max(1, len(colls) // 2):
             suspects = odd_ranks[:8]
-            kinds = sorted({state_of[k] for k in odd_ranks})
-            reasons.append(f"its collective is {'/'.join(kinds)} the others' (SeqNum/op/size)")
+            odd_states = sorted({state_of[k] for k in odd_ranks})
+            reasons.append(f"its collective is {'/'.join(odd_states)} the others' (SeqNum/op/size)")
     if not suspects and silent and len(silent) <= max(1, len(int_keys) // 2):
         suspects = silent[:8]
         reasons.append("printed no timeout while the others timed out (busy elsewhere or stuck)")
@@ -449,7 +449,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         acts = [ln.text for ln in bundle.streams[k].lines[-12:]]
         ph = phase_of(f.frames, acts)
         phases[k] = ph
-        c = colls.get(k)
+        coll = colls.get(k)
         state = state_of.get(k) or (
             "crashed" if k in crashed else "waiting" if k in waiting else "silent" if k in silent else "running"
         )
@@ -458,9 +458,9 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                 rank=k,
                 state=state,
                 phase=ph,
-                collective=_collective_text(c, f.pg) if c else None,
-                seq=c.seq if c else None,
-                op=c.op if c else None,
+                collective=_collective_text(coll, f.pg) if coll else None,
+                seq=coll.seq if coll else None,
+                op=coll.op if coll else None,
                 process_group=f.pg,
                 last_enqueued=f.enqueued[0] if f.enqueued else None,
                 last_completed=f.enqueued[1] if f.enqueued else None,

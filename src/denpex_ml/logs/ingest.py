@@ -532,7 +532,7 @@ def _read_members(
         n += 1
         try:
             with opened(member) as raw:
-                head, stream = peek(raw)  # type: ignore[arg-type]
+                head, stream = peek(raw)
                 if looks_like_flight_recorder(head, member.name):
                     _read_flight_recorder(builder, masker, stream, member.name)
                     continue

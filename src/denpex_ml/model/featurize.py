@@ -94,6 +94,6 @@ class Featurizer:
 
     def base_vector(self, a: JobAnalysis) -> np.ndarray:
         """Fingerprint features ++ structure ++ pooled embedding (retrieval features are added by the model)."""
-        return np.concatenate(
-            [a.fingerprint_features, a.structure.vector, a.hang.vector, a.embedding]
-        ).astype(np.float32)
+        return np.concatenate([a.fingerprint_features, a.structure.vector, a.hang.vector, a.embedding]).astype(
+            np.float32
+        )

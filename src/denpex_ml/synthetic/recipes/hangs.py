@@ -178,7 +178,7 @@ def _subset(sc: Scenario) -> None:
     if v in ("save-frames", "eval-frames"):
         sc.set_initiator(0)
         phase = "checkpoint-save" if v == "save-frames" else "evaluation"
-        lines = (
+        phase_lines: tuple[str, ...] = (
             ("Saving model checkpoint to output/checkpoint-" + str(rng.randint(100, 9000)),)
             if v == "save-frames"
             else ("***** Running Evaluation *****", f"  Num examples = {rng.randint(100, 9000)}")
@@ -190,7 +190,7 @@ def _subset(sc: Scenario) -> None:
             op="ALLREDUCE",
             suspect_phase=phase,
             suspect_call=rng.choice(("barrier", "all_gather", None)),
-            activity=lines,
+            activity=phase_lines,
             suspect_seq_delta=rng.choice((0, 1, 2)),
             suspect_op="_ALLGATHER_BASE",
         )
