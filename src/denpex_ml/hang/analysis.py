@@ -84,7 +84,9 @@ _PG = re.compile(r"\[PG (?:ID )?(\d+) (?:PG GUID (\S+?) ?)?\(?(\w*)\)? ?Rank (\d
 _ENQUEUED = re.compile(
     r"Timeout at NCCL work: (-?\d+), last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)"
 )
-_ENQUEUED_SHORT = re.compile(r"last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)")
+_ENQUEUED_SHORT = re.compile(
+    r"last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)", re.IGNORECASE
+)
 _MISMATCH = re.compile(
     r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
     r"(?:, TensorShape=\[([^\]]*)\])?"

@@ -51,7 +51,7 @@ _RULES: tuple[tuple[Phase, re.Pattern[str], re.Pattern[str]], ...] = (
         ),
         re.compile(
             r"\bgenerat(e|ing|ion)\b.*(token|batch|sequence|sample)|Generating (responses|samples)|"
-            r"\brollout\b",
+            r"\brollout\b|[Gg]enerat\w*(?: \w+){0,3}:\s+\d+%",
             _F,
         ),
     ),
@@ -93,7 +93,7 @@ _RULES: tuple[tuple[Phase, re.Pattern[str], re.Pattern[str]], ...] = (
             _F,
         ),
         re.compile(
-            r"Running Evaluation|\*\*\*\*\* Running (Evaluation|Prediction)|Validation( DataLoader|:)|"
+            r"Running Evaluation|\*\*\*\*\* Running (Evaluation|Prediction)|Validation( DataLoader|:)|(?:^|\| )[Ee]val\w*(?: \w+){0,3}:\s+\d+%|"
             r"[Ee]valuating|\beval(uation)? (loss|step|batch)|Preparing test set",
             _F,
         ),

@@ -54,7 +54,12 @@ class DenpexModel:
         self.matcher = FingerprintMatcher(taxonomy)
         if self.matcher.labels != labels:
             raise ModelError("model labels do not match the taxonomy's entries (retrain the model for this taxonomy)")
-        self.featurizer = Featurizer(self.matcher, self.encoder, max_lines=max_lines)
+        self.featurizer = Featurizer(
+            self.matcher,
+            self.encoder,
+            max_lines=max_lines,
+            taxonomy=taxonomy if head.layout.fp_per_class > 4 else None,
+        )
         #: The directory the model was loaded from (None for a model built in memory).
         self.path: Path | None = None
 
@@ -230,6 +235,7 @@ class DenpexModel:
                     "n_structure": lay.n_structure,
                     "embed_dim": lay.embed_dim,
                     "n_hang": lay.n_hang,
+                    "fp_per_class": lay.fp_per_class,
                 },
                 "structure_features": list(STRUCTURE_NAMES),
                 "head_params": {
@@ -258,7 +264,11 @@ class DenpexModel:
             )
         lay = manifest["layout"]
         layout = FeatureLayout(
-            int(lay["n_classes"]), int(lay["n_structure"]), int(lay["embed_dim"]), int(lay.get("n_hang", 0))
+            int(lay["n_classes"]),
+            int(lay["n_structure"]),
+            int(lay["embed_dim"]),
+            int(lay.get("n_hang", 0)),
+            int(lay.get("fp_per_class", 4)),
         )
         if list(manifest.get("structure_features", [])) != list(STRUCTURE_NAMES):
             raise ModelError(f"{path}: structure features differ from this library version's; retrain the model")

@@ -17,6 +17,8 @@ from denpex_ml.features.select import EXCEPTION_RE, SelectedLine, select_lines
 from denpex_ml.features.structure import FEATURE_NAMES, StructureFeatures, analyse_structure
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, HangReport, analyse_hang
 from denpex_ml.logs.bundle import LogBundle
+from denpex_ml.model.line_bank import LineBank
+from denpex_ml.taxonomy import Taxonomy
 
 __all__ = ["STRUCTURE_NAMES", "Featurizer", "JobAnalysis"]
 
@@ -33,7 +35,7 @@ class JobAnalysis:
     selected: list[SelectedLine]
     structure: StructureFeatures
     hang: HangReport
-    fingerprint_features: np.ndarray
+    fingerprint_features: np.ndarray  #: per class: 4 fingerprint role columns + line-bank similarity
     embedding: np.ndarray  #: pooled job embedding (all lines ++ error lines), L2-normalised halves
 
     @property
@@ -53,10 +55,24 @@ def _flight_recorder(bundle: LogBundle) -> object | None:
 class Featurizer:
     """Turns bundles into :class:`JobAnalysis` objects with a shared template cache."""
 
-    def __init__(self, matcher: FingerprintMatcher, encoder: Encoder, *, max_lines: int = 96) -> None:
+    def __init__(
+        self,
+        matcher: FingerprintMatcher,
+        encoder: Encoder,
+        *,
+        max_lines: int = 96,
+        taxonomy: Taxonomy | None = None,
+    ) -> None:
         self.matcher = matcher
         self.encoder = encoder
         self.max_lines = max_lines
+        #: labelled lines of each entry (None: no line-similarity columns, a version-1 model)
+        self.line_bank = LineBank(taxonomy, matcher.labels, encoder) if taxonomy is not None else None
+
+    @property
+    def fp_per_class(self) -> int:
+        """Columns per class in the fingerprint block: 4 roles, plus the line-bank similarity."""
+        return 5 if self.line_bank is not None else 4
 
     @property
     def embedding_dim(self) -> int:
@@ -64,7 +80,7 @@ class Featurizer:
 
     @property
     def n_base_features(self) -> int:
-        return self.matcher.n_features + len(STRUCTURE_NAMES) + self.embedding_dim
+        return self.fp_per_class * len(self.matcher.labels) + len(STRUCTURE_NAMES) + self.embedding_dim
 
     def analyse(self, bundle: LogBundle) -> JobAnalysis:
         hits = self.matcher.scan(bundle.iter_lines())
@@ -72,14 +88,18 @@ class Featurizer:
         structure = analyse_structure(bundle)
         hang = analyse_hang(bundle, structure, flight_recorder=_flight_recorder(bundle))
         fp = self.matcher.features(hits)
-        emb = self._pool(selected)
+        emb, err_vecs = self._pool(selected)
+        if self.line_bank is not None:
+            sim = self.line_bank.similarity(err_vecs)
+            fp = np.concatenate([fp.reshape(len(sim), -1), sim[:, None]], axis=1).reshape(-1)
         return JobAnalysis(bundle, hits, selected, structure, hang, fp, emb)
 
-    def _pool(self, selected: list[SelectedLine]) -> np.ndarray:
+    def _pool(self, selected: list[SelectedLine]) -> tuple[np.ndarray, np.ndarray]:
+        """The pooled job embedding and the vectors of its error lines."""
         d = self.encoder.dim
         out = np.zeros(2 * d, dtype=np.float32)
         if not selected:
-            return out
+            return out, np.zeros((0, d), dtype=np.float32)
         vecs = self.encoder.encode([s.template for s in selected])
         w = np.asarray([s.priority for s in selected], dtype=np.float32)
         allv = (w[:, None] * vecs).sum(axis=0)
@@ -90,7 +110,7 @@ class Featurizer:
             e = (w[err, None] * vecs[err]).sum(axis=0)
             n = np.linalg.norm(e)
             out[d:] = e / n if n > 0 else e
-        return out
+        return out, np.asarray(vecs[err], dtype=np.float32)
 
     def base_vector(self, a: JobAnalysis) -> np.ndarray:
         """Fingerprint features ++ structure ++ pooled embedding (retrieval features are added by the model)."""

@@ -29,6 +29,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from denpex_ml.errors import InvalidInputError
+from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
 from denpex_ml.model.retrieval import RetrievalIndex
 
 __all__ = ["PAIR_FEATURES", "DenpexHead", "FeatureLayout"]
@@ -46,12 +47,15 @@ PAIR_FEATURES = (
     "zero_shot",
     "log_stage1",
     "hang_affinity",
+    "hang_family",
+    "line_sim",
+    "line_sim_margin",
 )
 
 
 @dataclass(frozen=True)
 class FeatureLayout:
-    """Where the parts of a base vector lie: ``n_classes`` x 4 fingerprint columns first,
+    """Where the parts of a base vector lie: ``n_classes`` x ``fp_per_class`` fingerprint columns first,
     then ``n_structure`` structure columns (the last ``n_hang`` of them hang-analysis
     features), then a ``2 * embed_dim`` pooled embedding."""
 
@@ -59,17 +63,18 @@ class FeatureLayout:
     n_structure: int
     embed_dim: int
     n_hang: int = 0
+    fp_per_class: int = 4  #: 4 fingerprint role columns, + 1 line-bank similarity when 5
 
     @property
     def n_fingerprint(self) -> int:
-        return 4 * self.n_classes
+        return self.fp_per_class * self.n_classes
 
     @property
     def width(self) -> int:
         return self.n_fingerprint + self.n_structure + 2 * self.embed_dim
 
     def fingerprints(self, X: np.ndarray) -> np.ndarray:
-        return X[:, : self.n_fingerprint].reshape(len(X), self.n_classes, 4)
+        return X[:, : self.n_fingerprint].reshape(len(X), self.n_classes, self.fp_per_class)
 
     def embedding(self, X: np.ndarray) -> np.ndarray:
         return X[:, self.n_fingerprint + self.n_structure :]
@@ -77,6 +82,10 @@ class FeatureLayout:
     def hang(self, X: np.ndarray) -> np.ndarray:
         end = self.n_fingerprint + self.n_structure
         return X[:, end - self.n_hang : end]
+
+
+#: Column (within the hang block) of the "the job hangs" signal.
+_HANG_FLAG = HANG_FEATURE_NAMES.index("signal:hang")
 
 
 def _logreg_arrays(scaler: StandardScaler, clf: LogisticRegression) -> dict[str, np.ndarray]:
@@ -237,10 +246,13 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         margin = rule - np.where(rule >= best, second, best)
         top = ((rule >= best) & (best > 0)).astype(np.float32)
         zero_shot = lay.embedding(X)[:, : lay.embed_dim] @ np.asarray(self.entry_embeddings, dtype=np.float32).T
+        line = fp[:, :, 4] if lay.fp_per_class > 4 else np.zeros_like(rule)
         c = lay.n_classes
         parts = [
             fp[:, :, 0], fp[:, :, 1], fp[:, :, 2], fp[:, :, 3], rule, margin, top,
             retrieval[:, :c], retrieval[:, c:], zero_shot, np.log(stage1 + 1e-6), self._affinity(X),
+            self._hang_family(X, fp[:, :, 0]),
+            line, line - line.max(axis=1, keepdims=True),
         ]  # fmt: skip
         return np.stack(parts, axis=2).astype(np.float64)
 
@@ -253,6 +265,20 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         H = self.layout.hang(X).astype(np.float64)
         n = A.sum(axis=1)
         return np.asarray(np.where(n > 0, (H @ A.T) / np.maximum(n, 1.0), 0.0))
+
+    def _hang_family(self, X: np.ndarray, root_cause: np.ndarray) -> np.ndarray:
+        """Per (job, class): 1 when the job hangs with no root-cause evidence of a class outside
+        the hang family and the class belongs to it (declares hang signals); else 0.
+
+        A log of waiting ranks and nothing else is almost always one of the hang entries; the
+        ranker learns how far to trust that from the data."""
+        A = self.hang_affinity
+        if A is None or self.layout.n_hang == 0:
+            return np.zeros((len(X), self.layout.n_classes))
+        member = np.asarray(A).sum(axis=1) > 0
+        hangs = self.layout.hang(X)[:, _HANG_FLAG] > 0
+        other_rc = (np.asarray(root_cause)[:, ~member] > 0).any(axis=1)
+        return np.asarray((hangs & ~other_rc)[:, None] & member[None, :], dtype=np.float64)
 
     def _rank_scores(self, F: np.ndarray) -> np.ndarray:
         s2 = self.stage2_

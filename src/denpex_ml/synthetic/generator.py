@@ -32,7 +32,7 @@ MSG_VERSIONS = ("old", "new")
 _RANK_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 _RANK_WEIGHTS = (12, 15, 25, 15, 10, 8, 6, 4, 3, 2)
 _TS_WEIGHTS = (45, 20, 20, 15)
-_TRUNC_WEIGHTS = (60, 12, 12, 10, 6)
+_TRUNC_WEIGHTS = (50, 10, 10, 8, 5, 17)
 
 
 def resolve_labels(labels: Sequence[str] | None, taxonomy: Taxonomy | None, include_unknown: bool) -> list[str]:

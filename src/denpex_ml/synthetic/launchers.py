@@ -27,7 +27,7 @@ __all__ = [
 
 LAUNCHERS = ("torchrun", "torchrun-default", "srun", "mpirun", "pdsh", "ray", "jsonl", "plain", "per-rank-files")
 TIMESTAMP_FORMATS = ("none", "iso", "logging", "glog")
-TRUNCATIONS = ("none", "head", "tail", "middle", "cut")
+TRUNCATIONS = ("none", "head", "tail", "middle", "cut", "excerpt")
 FILE_SCHEMES = ("rank{r}.log", "rank_{r}.log", "worker-{r}.log", "job-worker-{r}", "attempt_0/{r}/stderr.log")
 _RAY_ACTORS = ("RayTrainWorker", "WorkerDict", "MegatronTrainRayActor", "TrainWorker")
 
@@ -89,6 +89,18 @@ def _truncate(sc: Scenario, lines: list[_Line], kind: str) -> tuple[list[_Line],
                 ln.rank, ln.node, ln.text[: rng.randint(6, len(ln.text) - 3)], ln.role, ln.t, ln.first, ln.stream
             )
         return out, True
+    if kind == "excerpt":
+        # what people paste into an issue: the lines around the error, little else
+        keyed = [i for i, ln in enumerate(lines) if ln.role in ("root", "symptom", "context")]
+        if keyed:
+            a = max(0, keyed[0] - rng.randint(0, 6))
+            b = min(len(lines), keyed[-1] + 1 + rng.randint(0, 6))
+            window = lines[a:b]
+            if len(window) > 80:
+                noise = [i for i, ln in enumerate(window) if ln.role == "noise"]
+                drop = set(rng.sample(noise, max(0, len(noise) - 10)))
+                window = [ln for i, ln in enumerate(window) if i not in drop]
+            return window, len(window) < len(lines)
     if kind == "middle":
         bounds = [-1, *keep, len(lines)]
         gaps = [(a + 1, b) for a, b in itertools.pairwise(bounds) if b - a > 12]

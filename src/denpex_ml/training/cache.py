@@ -30,7 +30,7 @@ from denpex_ml.taxonomy import Taxonomy
 __all__ = ["EmbeddingStore", "FeatureStore", "cache_root", "example_key", "featurizer_signature"]
 
 #: Bump when featurisation changes in a way the signature does not capture.
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 
 def cache_root() -> Path:
@@ -52,6 +52,7 @@ def featurizer_signature(featurizer: Featurizer, taxonomy: Taxonomy) -> str:
         "taxonomy": taxonomy.fingerprint_hash(),
         "max_lines": featurizer.max_lines,
         "structure": list(STRUCTURE_NAMES),
+        "line_bank": featurizer.line_bank.texts if featurizer.line_bank is not None else None,
         "width": featurizer.n_base_features,
     }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]

@@ -230,7 +230,7 @@ def train(
     taxonomy = load_taxonomy(config.taxonomy_dirs)
     encoder = CachedEncoder(make_encoder(config.encoder, models_root()))
     matcher = FingerprintMatcher(taxonomy)
-    featurizer = Featurizer(matcher, encoder, max_lines=config.max_lines)
+    featurizer = Featurizer(matcher, encoder, max_lines=config.max_lines, taxonomy=taxonomy)
     store: FeatureStore | None = None
     emb_store: EmbeddingStore | None = None
     if cache_dir is not None:
@@ -239,7 +239,9 @@ def train(
         emb_store.load_into(encoder)
     labels = matcher.labels
     index = {lab: i for i, lab in enumerate(labels)}
-    layout = FeatureLayout(len(labels), len(STRUCTURE_NAMES), encoder.dim, len(HANG_FEATURE_NAMES))
+    layout = FeatureLayout(
+        len(labels), len(STRUCTURE_NAMES), encoder.dim, len(HANG_FEATURE_NAMES), featurizer.fp_per_class
+    )
     entry_emb = encoder.encode([taxonomy.get(lab).text_for_search() for lab in labels])
     affinity = signal_affinity(labels, {e.id: e.hang_signals for e in taxonomy})
     data = build_data(
