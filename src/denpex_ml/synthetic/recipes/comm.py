@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from denpex_ml.synthetic.fragments import nccl_prefix, traceback
 from denpex_ml.synthetic.recipes.base import Recipe, crash_with_fallout, script_frames, teardown
-from denpex_ml.synthetic.recipes.hangs import _timeouts
+from denpex_ml.synthetic.recipes.hang_frames import hang_timeouts
 from denpex_ml.synthetic.scenario import Scenario
 
 __all__ = ["RECIPES"]
@@ -157,7 +157,7 @@ def _shm_p2p(sc: Scenario) -> None:
                 f"{nccl_prefix(sc, r)} NCCL INFO Channel 00/0 : {r}[4f000] -> {(r + 1) % sc.n_ranks}[52000] via P2P/IPC/read",
             )
         timeout = rng.choice((600000, 1800000))
-        _timeouts(sc, t, sc.visible, 1, "ALLREDUCE", 1, timeout)
+        hang_timeouts(sc, t, sc.visible, 1, "ALLREDUCE", 1, timeout)
         teardown(sc, t + timeout / 1000 + 2, [(r, -6) for r in sc.visible[:4]])
         return
     t = rng.uniform(10, 90000)

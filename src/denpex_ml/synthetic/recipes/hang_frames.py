@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from denpex_ml.synthetic.fragments import Frame, traceback
-from denpex_ml.synthetic.recipes.base import script_frames
+from denpex_ml.synthetic.fragments import Frame, traceback, watchdog_timeout
+from denpex_ml.synthetic.recipes.base import script_frames, teardown
 from denpex_ml.synthetic.scenario import Scenario
 
-__all__ = ["PHASE_FRAMES", "phase_stack", "py_spy_dump", "waiting_traceback"]
+__all__ = ["PHASE_FRAMES", "hang_end", "hang_timeouts", "phase_hang", "phase_stack", "py_spy_dump", "waiting_traceback"]
 
 _C10D = "sp:torch/distributed/distributed_c10d.py"
 _LOGGER = ("sp:torch/distributed/c10d_logger.py", 83, "wrapper", "return func(*args, **kwargs)")
@@ -396,3 +396,99 @@ def py_spy_dump(sc: Scenario, rank: int, frames: Sequence[Frame]) -> str:
         path = sc.env.sp(file[3:]) if file.startswith("sp:") else (sc.env.script if file == "<script>" else file)
         out.append(f"    {func} ({path.lstrip('/')}:{line})")
     return "\n".join(out)
+
+
+def hang_end(sc: Scenario, t: float, ranks: list[int]) -> None:
+    teardown(sc, t + 2 + sc.jitter(2), [(r, -6) for r in ranks[:6]])
+
+
+def hang_timeouts(
+    sc: Scenario,
+    t: float,
+    ranks: list[int],
+    seq: int,
+    op: str,
+    numel: int,
+    timeout_ms: int,
+    *,
+    role: str = "symptom",
+    enq: int | None = None,
+) -> None:
+    for r in ranks:
+        out = numel * sc.n_ranks if "GATHER" in op else numel
+        watchdog_timeout(
+            sc,
+            r,
+            t + timeout_ms / 1000 + sc.jitter(1.5),
+            seq=seq,
+            op=op,
+            numel_in=numel,
+            numel_out=out,
+            timeout_ms=timeout_ms,
+            role=role,
+            last_enqueued=enq,
+        )
+
+
+def phase_hang(
+    sc: Scenario,
+    *,
+    waiting_phase: str,
+    waiting_call: str,
+    op: str,
+    suspect_phase: str | None,
+    suspect_call: str | None,
+    activity: tuple[str, ...] = (),
+    seq: int | None = None,
+    suspect_seq_delta: int = 0,
+    suspect_op: str | None = None,
+) -> None:
+    """A hang told by frames: the waiting ranks' tracebacks/py-spy dumps show ``waiting_phase``,
+    the suspect (the initiator) shows ``suspect_phase`` or only its ``activity`` lines."""
+    rng = sc.rng
+    init = sc.initiator if sc.initiator is not None else 0
+    t = rng.uniform(60, 60000)
+    sc.fail_time = t
+    timeout = rng.choice((600000, 1800000, 1800000))
+    seq = seq if seq is not None else rng.randint(6, 90000)
+    numel = rng.choice((1, 1, 6, 1024, 2359296))
+    others = sc.others()
+    for i, line in enumerate(activity):
+        sc.emit(init, t - 30 + i * 20 + sc.jitter(3), line, "root" if i == len(activity) - 1 else "context")
+    if others:
+        hang_timeouts(sc, t, others, seq, op, numel, timeout, enq=seq)
+    for r in others[: rng.randint(1, 3)]:
+        frames = phase_stack(sc, waiting_phase, waiting_call)
+        if sc.chance(0.75):
+            text = waiting_traceback(sc, r, frames, seq=seq, op=op, timeout_ms=timeout)
+        else:
+            text = py_spy_dump(sc, r, frames)
+        sc.emit(r, t + timeout / 1000 + 1 + sc.jitter(1), text, "symptom")
+    shown = bool(activity)
+    if suspect_phase is not None and sc.chance(0.6):
+        shown = True
+        frames = phase_stack(sc, suspect_phase, suspect_call)
+        if suspect_call is not None and sc.chance(0.5):
+            text = waiting_traceback(
+                sc, init, frames, seq=seq + suspect_seq_delta, op=suspect_op or op, timeout_ms=timeout
+            )
+        else:
+            text = py_spy_dump(sc, init, frames)
+        sc.emit(init, t + timeout / 1000 + 2 + sc.jitter(1), text, "root")
+    elif suspect_call is not None and suspect_seq_delta and sc.chance(0.5):
+        shown = True
+        watchdog_timeout(
+            sc,
+            init,
+            t + timeout / 1000 + sc.jitter(1.0),
+            seq=seq + suspect_seq_delta,
+            op=suspect_op or op,
+            numel_in=rng.randint(1, 600),
+            numel_out=rng.randint(600, 2400),
+            timeout_ms=timeout,
+            role="root",
+            verbose=False,
+        )
+    if not shown:
+        sc.set_initiator(None)  # the rank the others wait for printed nothing: the log cannot show it
+    hang_end(sc, t + timeout / 1000, sc.visible)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from denpex_ml.synthetic.fragments import traceback, watchdog_timeout
-from denpex_ml.synthetic.recipes.base import Recipe, crash_with_fallout, script_frames, teardown
-from denpex_ml.synthetic.recipes.hang_frames import phase_stack, py_spy_dump, waiting_traceback
+from denpex_ml.synthetic.recipes.base import Recipe, crash_with_fallout, script_frames
+from denpex_ml.synthetic.recipes.hang_frames import hang_end, hang_timeouts, phase_hang
 from denpex_ml.synthetic.scenario import Scenario
 
 __all__ = ["RECIPES"]
@@ -13,108 +13,12 @@ _OPS = ("ALLREDUCE", "_ALLGATHER_BASE", "BROADCAST", "_REDUCE_SCATTER_BASE", "AL
 _FP = "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default), requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))"
 
 
-def _hang_end(sc: Scenario, t: float, ranks: list[int]) -> None:
-    teardown(sc, t + 2 + sc.jitter(2), [(r, -6) for r in ranks[:6]])
-
-
-def _timeouts(
-    sc: Scenario,
-    t: float,
-    ranks: list[int],
-    seq: int,
-    op: str,
-    numel: int,
-    timeout_ms: int,
-    *,
-    role: str = "symptom",
-    enq: int | None = None,
-) -> None:
-    for r in ranks:
-        out = numel * sc.n_ranks if "GATHER" in op else numel
-        watchdog_timeout(
-            sc,
-            r,
-            t + timeout_ms / 1000 + sc.jitter(1.5),
-            seq=seq,
-            op=op,
-            numel_in=numel,
-            numel_out=out,
-            timeout_ms=timeout_ms,
-            role=role,
-            last_enqueued=enq,
-        )
-
-
-def _phase_hang(
-    sc: Scenario,
-    *,
-    waiting_phase: str,
-    waiting_call: str,
-    op: str,
-    suspect_phase: str | None,
-    suspect_call: str | None,
-    activity: tuple[str, ...] = (),
-    seq: int | None = None,
-    suspect_seq_delta: int = 0,
-    suspect_op: str | None = None,
-) -> None:
-    """A hang told by frames: the waiting ranks' tracebacks/py-spy dumps show ``waiting_phase``,
-    the suspect (the initiator) shows ``suspect_phase`` or only its ``activity`` lines."""
-    rng = sc.rng
-    init = sc.initiator if sc.initiator is not None else 0
-    t = rng.uniform(60, 60000)
-    sc.fail_time = t
-    timeout = rng.choice((600000, 1800000, 1800000))
-    seq = seq if seq is not None else rng.randint(6, 90000)
-    numel = rng.choice((1, 1, 6, 1024, 2359296))
-    others = sc.others()
-    for i, line in enumerate(activity):
-        sc.emit(init, t - 30 + i * 20 + sc.jitter(3), line, "root" if i == len(activity) - 1 else "context")
-    if others:
-        _timeouts(sc, t, others, seq, op, numel, timeout, enq=seq)
-    for r in others[: rng.randint(1, 3)]:
-        frames = phase_stack(sc, waiting_phase, waiting_call)
-        if sc.chance(0.75):
-            text = waiting_traceback(sc, r, frames, seq=seq, op=op, timeout_ms=timeout)
-        else:
-            text = py_spy_dump(sc, r, frames)
-        sc.emit(r, t + timeout / 1000 + 1 + sc.jitter(1), text, "symptom")
-    shown = bool(activity)
-    if suspect_phase is not None and sc.chance(0.6):
-        shown = True
-        frames = phase_stack(sc, suspect_phase, suspect_call)
-        if suspect_call is not None and sc.chance(0.5):
-            text = waiting_traceback(
-                sc, init, frames, seq=seq + suspect_seq_delta, op=suspect_op or op, timeout_ms=timeout
-            )
-        else:
-            text = py_spy_dump(sc, init, frames)
-        sc.emit(init, t + timeout / 1000 + 2 + sc.jitter(1), text, "root")
-    elif suspect_call is not None and suspect_seq_delta and sc.chance(0.5):
-        shown = True
-        watchdog_timeout(
-            sc,
-            init,
-            t + timeout / 1000 + sc.jitter(1.0),
-            seq=seq + suspect_seq_delta,
-            op=suspect_op or op,
-            numel_in=rng.randint(1, 600),
-            numel_out=rng.randint(600, 2400),
-            timeout_ms=timeout,
-            role="root",
-            verbose=False,
-        )
-    if not shown:
-        sc.set_initiator(None)  # the rank the others wait for printed nothing: the log cannot show it
-    _hang_end(sc, t + timeout / 1000, sc.visible)
-
-
 def _mismatch(sc: Scenario) -> None:
     v = sc.pick_variant(("detail-fingerprint", "seqnum-op", "seqnum-size", "metrics-sync-frames"))
     rng = sc.rng
     init = sc.initiator or 0
     if v == "metrics-sync-frames":
-        _phase_hang(
+        phase_hang(
             sc,
             waiting_phase="metrics-sync",
             waiting_call="all_reduce",
@@ -153,7 +57,7 @@ def _mismatch(sc: Scenario) -> None:
         return
     numel = rng.choice((1, 6, 1024, 2359296, 5164000))
     others = sc.others()
-    _timeouts(sc, t, others, seq, op, numel, timeout)
+    hang_timeouts(sc, t, others, seq, op, numel, timeout)
     odd_numel = numel if v == "seqnum-op" else numel * rng.choice((2, 3)) + rng.randint(1, 512)
     watchdog_timeout(
         sc,
@@ -167,7 +71,7 @@ def _mismatch(sc: Scenario) -> None:
         role="root",
         verbose=False,
     )
-    _hang_end(sc, t + timeout / 1000, sc.visible)
+    hang_end(sc, t + timeout / 1000, sc.visible)
 
 
 def _subset(sc: Scenario) -> None:
@@ -183,7 +87,7 @@ def _subset(sc: Scenario) -> None:
             if v == "save-frames"
             else ("***** Running Evaluation *****", f"  Num examples = {rng.randint(100, 9000)}")
         )
-        _phase_hang(
+        phase_hang(
             sc,
             waiting_phase="training-step",
             waiting_call="all_reduce",
@@ -203,7 +107,7 @@ def _subset(sc: Scenario) -> None:
                 f"Epoch {rng.randint(0, 9)}: 100%|##########| {rng.randint(100, 900)}/{rng.randint(100, 900)} [done]",
             )
         )
-        _phase_hang(
+        phase_hang(
             sc,
             waiting_phase="training-step",
             waiting_call="all_reduce",
@@ -241,15 +145,15 @@ def _subset(sc: Scenario) -> None:
             t,
             f"[{sc.when(t):%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}] INFO     Saving DeepSpeed Model and Optimizer",
         )
-        _timeouts(sc, t, sc.others(), seq, "ALLREDUCE", rng.choice((126834688, 1024)), timeout)
-        _hang_end(sc, t + timeout / 1000, sc.visible)
+        hang_timeouts(sc, t, sc.others(), seq, "ALLREDUCE", rng.choice((126834688, 1024)), timeout)
+        hang_end(sc, t + timeout / 1000, sc.visible)
         return
     # the divergent ranks are one or two SeqNums ahead of the rest
     ahead = [init, *[r for r in sc.others() if sc.node_of(r) == sc.node_of(init)][: rng.randint(0, 2)]]
     behind = [r for r in sc.visible if r not in ahead]
     numel = rng.choice((1, 6, 1024, 46684160))
     gap = rng.randint(1, 2)
-    _timeouts(sc, t, behind, seq, op, numel, timeout, enq=seq + rng.randint(0, 3))
+    hang_timeouts(sc, t, behind, seq, op, numel, timeout, enq=seq + rng.randint(0, 3))
     for r in ahead:
         watchdog_timeout(
             sc,
@@ -271,7 +175,7 @@ def _subset(sc: Scenario) -> None:
             f"             [{', '.join(map(str, behind[:6]))}] finished collective #{seq - 1}, but didn't join collective #{seq} (count from 1)"
         )
         sc.symptom(0, t + timeout / 1000 + 2, rep)
-    _hang_end(sc, t + timeout / 1000, sc.visible)
+    hang_end(sc, t + timeout / 1000, sc.visible)
 
 
 def _host_work(sc: Scenario) -> None:
@@ -282,7 +186,7 @@ def _host_work(sc: Scenario) -> None:
     if v == "tokenize-frames":
         n = rng.randint(1000, 9_000_000)
         frac = rng.uniform(0.2, 0.9)
-        _phase_hang(
+        phase_hang(
             sc,
             waiting_phase="preprocessing",
             waiting_call="barrier",
@@ -297,7 +201,7 @@ def _host_work(sc: Scenario) -> None:
         )
         return
     if v == "save-frames":
-        _phase_hang(
+        phase_hang(
             sc,
             waiting_phase="checkpoint-save",
             waiting_call="barrier",
@@ -325,7 +229,7 @@ def _host_work(sc: Scenario) -> None:
             text = f"W{sc.when(t).month:02d}{sc.when(t).day:02d} torch/_dynamo/convert_frame.py:{rng.choice((744, 762))}] torch._dynamo hit config.cache_size_limit (8); recompiling function forward ({i + 1})"
         sc.emit(init, t + frac * dur, text, "root" if i == 0 else "context", stream="stderr")
     op = rng.choice(("ALLREDUCE", "BROADCAST", "_ALLGATHER_BASE"))
-    _timeouts(
+    hang_timeouts(
         sc,
         t,
         sc.others(),
@@ -334,14 +238,14 @@ def _host_work(sc: Scenario) -> None:
         rng.choice((1, 6, 1024)),
         timeout,
     )
-    _hang_end(sc, t + timeout / 1000, sc.visible)
+    hang_end(sc, t + timeout / 1000, sc.visible)
 
 
 def _fsdp_init(sc: Scenario) -> None:
     v = sc.pick_variant(("ddp-param-count", "param-shape", "allgather-size", "heartbeat-init", "init-frames"))
     rng = sc.rng
     if v == "init-frames":
-        _phase_hang(
+        phase_hang(
             sc,
             waiting_phase="init",
             waiting_call=rng.choice(("broadcast", "all_gather")),
@@ -407,7 +311,7 @@ def _fsdp_init(sc: Scenario) -> None:
         for r in sc.others():
             heartbeat_abort(sc, r, t + 600 + sc.jitter(2))
     else:
-        _timeouts(sc, t, sc.others(), seq, "_ALLGATHER_BASE", numel, timeout)
+        hang_timeouts(sc, t, sc.others(), seq, "_ALLGATHER_BASE", numel, timeout)
     odd = numel + rng.randint(1, 8) * 4096
     watchdog_timeout(
         sc,
@@ -421,7 +325,7 @@ def _fsdp_init(sc: Scenario) -> None:
         role="root",
         verbose=False,
     )
-    _hang_end(sc, t + timeout / 1000, sc.visible)
+    hang_end(sc, t + timeout / 1000, sc.visible)
 
 
 def _zero3(sc: Scenario) -> None:
@@ -432,7 +336,7 @@ def _zero3(sc: Scenario) -> None:
             sc.context(
                 0, 3, '"zero_optimization": {"stage": 3, "overlap_comm": true, "stage3_prefetch_bucket_size": 5e8}'
             )
-        _phase_hang(
+        phase_hang(
             sc,
             waiting_phase="generation",
             waiting_call="all_gather",
@@ -461,7 +365,7 @@ def _zero3(sc: Scenario) -> None:
             f"rank {init}: generation finished early at {rng.randint(20, 200)} new tokens (eos reached); synced_gpus=False",
         )
     sc.context(0, 3, '"zero_optimization": {"stage": 3, "overlap_comm": true, "stage3_prefetch_bucket_size": 5e8}')
-    _timeouts(sc, t, sc.others(), seq, "_ALLGATHER_BASE", numel, timeout)
+    hang_timeouts(sc, t, sc.others(), seq, "_ALLGATHER_BASE", numel, timeout)
     odd = rng.choice((75264, 4096, 262144))
     watchdog_timeout(
         sc,
@@ -475,14 +379,14 @@ def _zero3(sc: Scenario) -> None:
         role="symptom" if v != "seq-numel" else "root",
         verbose=False,
     )
-    _hang_end(sc, t + timeout / 1000, sc.visible)
+    hang_end(sc, t + timeout / 1000, sc.visible)
 
 
 def _pipeline(sc: Scenario) -> None:
     v = sc.pick_variant(("grad-shape", "recv-size", "send-recv-timeout", "p2p-frames"))
     rng = sc.rng
     if v == "p2p-frames":
-        _phase_hang(
+        phase_hang(
             sc,
             waiting_phase="pipeline-p2p",
             waiting_call="recv",
@@ -545,8 +449,8 @@ def _pipeline(sc: Scenario) -> None:
         role="root",
         verbose=False,
     )
-    _timeouts(sc, t, sc.others(), seq, "RECV", good, timeout)
-    _hang_end(sc, t + timeout / 1000, sc.visible)
+    hang_timeouts(sc, t, sc.others(), seq, "RECV", good, timeout)
+    hang_end(sc, t + timeout / 1000, sc.visible)
 
 
 def _duplicate(sc: Scenario) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from denpex_ml.synthetic.background import megatron_args
 from denpex_ml.synthetic.fragments import nccl_prefix, watchdog_timeout
 from denpex_ml.synthetic.recipes.base import Recipe, teardown
-from denpex_ml.synthetic.recipes.hangs import _timeouts
+from denpex_ml.synthetic.recipes.hang_frames import hang_timeouts
 from denpex_ml.synthetic.scenario import Scenario
 
 __all__ = ["RECIPES"]
@@ -36,7 +36,7 @@ def _ep_overlap(sc: Scenario) -> None:
     timeout = rng.choice((600000, 1800000))
     seq = rng.randint(100, 90000)
     numel = rng.choice((1621248, 1572864, 46684160))
-    _timeouts(sc, t, sc.others(), seq, "ALLTOALL_BASE", numel, timeout, enq=seq + rng.randint(2, 9))
+    hang_timeouts(sc, t, sc.others(), seq, "ALLTOALL_BASE", numel, timeout, enq=seq + rng.randint(2, 9))
     tw = t + timeout / 1000 + sc.jitter()
     if v == "two-pg-timeouts" and not sc.old:
         watchdog_timeout(
@@ -127,7 +127,7 @@ def _pp_layout(sc: Scenario) -> None:
     timeout = rng.choice((600000, 1800000))
     seq = rng.randint(3, 40)
     nl = rng.choice((24, 32, 48))
-    _timeouts(sc, t, sc.others(), seq, "ALLREDUCE", nl, timeout)
+    hang_timeouts(sc, t, sc.others(), seq, "ALLREDUCE", nl, timeout)
     watchdog_timeout(
         sc,
         init,
@@ -191,7 +191,7 @@ def _nvl_domain(sc: Scenario) -> None:
             )
     timeout = rng.choice((600000, 1800000))
     seq = rng.randint(100, 90000)
-    _timeouts(
+    hang_timeouts(
         sc,
         t,
         sc.visible,
