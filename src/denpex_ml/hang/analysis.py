@@ -126,6 +126,17 @@ _CONTEXT = {
     ),
 }
 _FRAME_HINT = ('File "', ".py:")
+#: a line none of these substrings occurs in can match none of the specific patterns above
+_KEYS = re.compile(
+    r"atchdog|eartbeat|operation timeout|\[PG |nqueued|First PG|Observed flight|between collectives|"
+    r"CollectiveFingerPrint|didn't join|lagging|issing ranks|waitForInput|ocket|ait timeout|imed out|store|Store|"
+    r"loo|remote worker|data size|preamble"
+)
+_CONTEXT_HINT = re.compile(
+    r"zero|stage3|partition|fetch_sub|trace cache|fsdp|fully_?shard|moe|expert|dispatch|"
+    r"deep_?ep|pipe|p2p|pp[=_ ]|send_forward|recv_forward",
+    re.IGNORECASE,
+)
 _MAX_RANKS_REPORTED = 64
 
 
@@ -301,41 +312,43 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                 m = _NRANKS.search(text)
                 if m:
                     world = max(world, int(next(g for g in m.groups() if g)))
-            if _WATCHDOG.search(text):
-                f.timed_out = True
-                signals.add("hang")
-            pm = _PG.search(text)
-            if pm:
-                f.pg = pm.group(1) or pm.group(5)
-            em = _ENQUEUED.search(text) or _ENQUEUED_SHORT.search(text)
-            if em:
-                g = em.groups()
-                f.enqueued = (int(g[-2]), int(g[-1]))
-            if _FIRST_DUMP in text:
-                f.dump_role = "first"
-                signals.add("own-watchdog-first")
-            elif _FOLLOWER in text and f.dump_role is None:
-                f.dump_role = "follower"
-            if "mismatch between collectives" in text or "CollectiveFingerPrint(" in text:
-                signals.update(("mismatch-report", "hang"))
-                for mm in _MISMATCH.finditer(text):
-                    mismatch_ranks[int(mm.group(1))] = (mm.group(3), mm.group(4) or "")
-            if "didn't join" in text or "lagging/dead/mismatched" in text or "missing ranks" in text:
-                signals.update(("desync-report", "hang"))
-                dm = _DESYNC.search(text)
-                if dm:
-                    desync_ranks.extend(int(x) for x in dm.group(1).replace(" ", "").split(",") if x)
-            if _STORE.search(text):
-                signals.update(("store-timeout", "hang"))
-                f.timed_out = True
-            if _GLOO.search(text):
-                signals.update(("gloo-timeout", "hang"))
-                f.timed_out = True
-            if _SIZE_MISMATCH.search(text):
-                signals.update(("same-seq-diff-op", "hang"))
-            for name, rx in _CONTEXT.items():
-                if name not in signals and rx.search(text):
-                    signals.add(name)
+            if _KEYS.search(text):  # one cheap pass; the specific patterns only on candidate lines
+                if _WATCHDOG.search(text):
+                    f.timed_out = True
+                    signals.add("hang")
+                pm = _PG.search(text)
+                if pm:
+                    f.pg = pm.group(1) or pm.group(5)
+                em = _ENQUEUED.search(text) or _ENQUEUED_SHORT.search(text)
+                if em:
+                    g = em.groups()
+                    f.enqueued = (int(g[-2]), int(g[-1]))
+                if _FIRST_DUMP in text:
+                    f.dump_role = "first"
+                    signals.add("own-watchdog-first")
+                elif _FOLLOWER in text and f.dump_role is None:
+                    f.dump_role = "follower"
+                if "mismatch between collectives" in text or "CollectiveFingerPrint(" in text:
+                    signals.update(("mismatch-report", "hang"))
+                    for mm in _MISMATCH.finditer(text):
+                        mismatch_ranks[int(mm.group(1))] = (mm.group(3), mm.group(4) or "")
+                if "didn't join" in text or "lagging/dead/mismatched" in text or "missing ranks" in text:
+                    signals.update(("desync-report", "hang"))
+                    dm = _DESYNC.search(text)
+                    if dm:
+                        desync_ranks.extend(int(x) for x in dm.group(1).replace(" ", "").split(",") if x)
+                if _STORE.search(text):
+                    signals.update(("store-timeout", "hang"))
+                    f.timed_out = True
+                if _GLOO.search(text):
+                    signals.update(("gloo-timeout", "hang"))
+                    f.timed_out = True
+                if _SIZE_MISMATCH.search(text):
+                    signals.update(("same-seq-diff-op", "hang"))
+            if _CONTEXT_HINT.search(text):
+                for name, rx in _CONTEXT.items():
+                    if name not in signals and rx.search(text):
+                        signals.add(name)
         fr = parse_frames(frame_lines)
         if fr:
             signals.add("frames")
