@@ -13,7 +13,11 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "reproduced"
 RECORDS = {
     r["id"]: r
-    for r in (json.loads(line) for line in (REPO / "data" / "reproduced" / "reproduced.jsonl").read_text().splitlines() if line.strip())
+    for r in (
+        json.loads(line)
+        for line in (REPO / "data" / "reproduced" / "reproduced.jsonl").read_text().splitlines()
+        if line.strip()
+    )
 }
 JOBS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
 #: gloo reports a size mismatch on the rank that *received* the odd message (rank 1 here);
