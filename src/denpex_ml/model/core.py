@@ -170,7 +170,10 @@ class DenpexModel:
         verdict = find_initiator(a.bundle, a.hits, a.structure, best if answered else None)
         rank, reason = verdict.rank, verdict.reason if verdict.rank is not None else ""
         hang = a.hang
-        if rank is None and answered and best in HANG_IDS and len(hang.suspects) == 1:
+        if answered and best in HANG_IDS and len(hang.suspects) == 1:
+            # in a hang the rank the others wait for failed first; the hang analysis names it from
+            # the mismatch report, Flight Recorder dumps, desync report or SeqNums, which beat the
+            # generic rules (the loudest exception is usually a waiting rank's timeout)
             rank, reason = (
                 hang.suspects[0],
                 "hang analysis: " + (hang.reasons[0] if hang.reasons else "the others wait for it"),
