@@ -368,6 +368,9 @@ def _add_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--per-class-test", type=int, metavar="N", help="synthetic test incidents per class")
     p.add_argument("--no-real-cv", action="store_true", help="skip grouped k-fold scoring of real incidents (fast)")
     p.add_argument(
+        "--ablation", action="store_true", help="also refit the head with parts of its evidence (what each part adds)"
+    )
+    p.add_argument(
         "--write-reference", action="store_true", help="store the regression gate's reference figures with the model"
     )
     p.add_argument("--no-track", action="store_true", help="do not log the run to mlflow")
@@ -379,7 +382,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from denpex_ml.evaluation import EvalConfig, run_eval
 
     config = EvalConfig(
-        model_dir=args.model, per_class_test=args.per_class_test, real_cv=not args.no_real_cv, extra_data=args.data
+        model_dir=args.model,
+        per_class_test=args.per_class_test,
+        real_cv=not args.no_real_cv,
+        extra_data=args.data,
+        ablation=args.ablation,
     )
     with _progress() as progress:
         result = run_eval(config, args.out, progress=progress, track=not args.no_track, experiment=args.experiment)

@@ -100,6 +100,20 @@ def test_real_cv_and_tfidf(tiny_model_dir: Path) -> None:
     assert any("GroupKFold" in n for n in result.notes)
 
 
+def test_ablation_refits_the_head_with_parts_of_its_evidence(tiny_model_dir: Path) -> None:
+    from denpex_ml.evaluation.report import render_markdown
+    from denpex_ml.evaluation.run import ABLATIONS
+
+    result = evaluate(
+        EvalConfig(model_dir=str(tiny_model_dir), per_class_test=2, baselines=("rule",), ablation=True)
+    )
+    names = list(result.ablation)
+    assert names[0] == "rules only (fingerprints)" and names[-1] == "+ stage-1 classifier (the model)"
+    assert names[1:-1] == [name for name, _ in ABLATIONS]
+    assert all(0.0 <= m["top1"] <= m["top3"] <= 1.0 for m in result.ablation.values())
+    assert "## Ablation on real logs" in render_markdown(result)
+
+
 def test_gate_check_against_own_reference(tiny_model_dir: Path) -> None:
     full = evaluate(EvalConfig(model_dir=str(tiny_model_dir), per_class_test=4, real_cv=False, baselines=("rule",)))
     ref = reference_from(full)

@@ -66,6 +66,9 @@ class EvalConfig:
     prequential_dir:
         Where the test-then-train figures are kept (:mod:`denpex_ml.evaluation.prequential`);
         the report quotes them. ``None``: leave them out.
+    ablation:
+        With the real cross-validation, also refit the head with parts of its evidence only
+        (:data:`ABLATIONS`) to show what each part adds on real logs (slower).
     """
 
     model_dir: str | None = None
@@ -75,6 +78,7 @@ class EvalConfig:
     extra_data: tuple[str, ...] = ()
     baselines: tuple[str, ...] = BASELINES
     prequential_dir: str | None = "eval/prequential"
+    ablation: bool = False
 
     def __post_init__(self) -> None:
         from denpex_ml.errors import InvalidInputError
@@ -108,6 +112,7 @@ class EvalResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     prequential: list[dict[str, Any]] = field(default_factory=list)
+    ablation: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -143,6 +148,7 @@ class EvalResult:
             },
             "reliability": {ds: {s: m.reliability for s, m in bs.items()} for ds, bs in self.measured.items()},
             "prequential": self.prequential,
+            "ablation": self.ablation,
         }
 
 
@@ -212,6 +218,35 @@ def _fit_tfidf(fs: FeatureSet, labels: list[str], real_weight: float) -> TfidfBa
     return TfidfBaseline(labels).fit([fs.texts[i] for i in np.flatnonzero(known)], fs.y[known], w)
 
 
+_RULE_PAIRS = ("root_cause", "root_cause_n", "symptom", "context", "rule_score", "rule_margin", "rule_top")
+
+#: Ablations of the head on real logs: (name, pair features the ranker may use), each part added
+#: to the previous one; the full model adds the stage-1 classifier over the whole job vector.
+ABLATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("rules, learned weights", _RULE_PAIRS),
+    ("+ labelled lines", (*_RULE_PAIRS, "line_sim", "line_sim_margin")),
+    ("+ hang analysis", (*_RULE_PAIRS, "line_sim", "line_sim_margin", "hang_affinity", "hang_family")),
+    (
+        "+ job retrieval and zero-shot",
+        (
+            *_RULE_PAIRS, "line_sim", "line_sim_margin", "hang_affinity", "hang_family",
+            "retrieval_best", "retrieval_votes", "zero_shot",
+        ),
+    ),
+)  # fmt: skip
+
+
+def _top_metrics(P: np.ndarray, y: np.ndarray, labels: list[str]) -> dict[str, float]:
+    """top-1 / top-3 over known rows and per group, argmax answers (no abstention)."""
+    known = y >= 0
+    pred = np.where(P.sum(axis=1) > 0, P.argmax(axis=1), -1)
+    out = {k: v for k, v in group_metrics(P[known], y[known], pred[known], labels).items()}
+    top3 = np.argsort(-P[known], axis=1)[:, :3]
+    out["top1"] = float((pred[known] == y[known]).mean()) if known.any() else float("nan")
+    out["top3"] = float(np.mean([t in r for t, r in zip(y[known], top3, strict=True)])) if known.any() else float("nan")
+    return out
+
+
 def _baseline_pred(name: str, P: np.ndarray) -> np.ndarray:
     """Argmax, or -1 (abstain) where a rule-like baseline found no evidence at all."""
     pred = P.argmax(axis=1) if len(P) else np.zeros(0, np.int64)
@@ -268,6 +303,7 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
         notes.append("real: left out (the model trained on these incidents; run with --real-cv)")
 
     scored = {name: _score(model, pool, index, progress) for name, pool in pools.items()}
+    ablation: dict[str, dict[str, float]] = {}
 
     entry_emb = model.encoder.encode([model.taxonomy.get(lab).text_for_search() for lab in labels])
     need_train = "tfidf" in config.baselines or (config.real_cv and "real" in pools)
@@ -283,17 +319,27 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
         folds = min(tcfg.cv_folds, len(set(real_fs.groups)))
         oof = np.zeros_like(s.proba)
         tf_oof = np.zeros_like(s.proba)
+        abl_oof = {name: np.zeros_like(s.proba) for name, _ in (ABLATIONS if config.ablation else ())}
         tick = progress("cross-validating on real incidents", folds)
         for tr, te in GroupKFold(folds).split(real_fs.X, real_fs.y, real_fs.groups):
             fold_fs = _concat(train_fs, real_fs.subset(np.isin(np.arange(len(real_fs)), tr)))
             head = _fit_head(fold_fs, model.head.layout, entry_emb, tcfg, model.head.hang_affinity)
             oof[te] = head.predict_proba(real_fs.X[te])
+            for name, feats in ABLATIONS if config.ablation else ():
+                part = _fit_head(fold_fs, model.head.layout, entry_emb, tcfg, model.head.hang_affinity, feats)
+                abl_oof[name][te] = part.predict_proba(real_fs.X[te])
             if "tfidf" in config.baselines:
                 tf_oof[te] = _fit_tfidf(fold_fs, labels, tcfg.real_weight).predict_proba([s.texts[i] for i in te])
             tick()
         _rediagnose(model, s, oof, pool, index)
         if "tfidf" in config.baselines:
             s.baselines["tfidf"] = tf_oof
+        if config.ablation:
+            rules = RuleBaseline(model.matcher).predict_proba([a.bundle for a in s.analyses])
+            ablation["rules only (fingerprints)"] = _top_metrics(rules, s.y, labels)
+            for name, P in abl_oof.items():
+                ablation[name] = _top_metrics(P, s.y, labels)
+            ablation["+ stage-1 classifier (the model)"] = _top_metrics(oof, s.y, labels)
         notes.append(f"real: {folds}-fold GroupKFold by source thread, head refitted per fold")
 
     # baselines on every pool
@@ -369,6 +415,7 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
         seconds=time.perf_counter() - t_start,
         notes=notes,
         prequential=load_prequential(config.prequential_dir) if config.prequential_dir else [],
+        ablation=ablation,
     )
 
 

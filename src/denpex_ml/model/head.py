@@ -124,6 +124,8 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     hang_affinity:
         ``(n_classes, layout.n_hang)`` 0/1 matrix: the hang features each taxonomy entry
         declares (``hang_signals``); the share a job shows is a pair feature. ``None``: zeros.
+    pair_features:
+        The subset of :data:`PAIR_FEATURES` the ranker uses (``None``: all); for ablations.
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         k: int = 10,
         random_state: int = 0,
         hang_affinity: np.ndarray | None = None,
+        pair_features: tuple[str, ...] | None = None,
     ) -> None:
         self.layout = layout
         self.entry_embeddings = entry_embeddings
@@ -144,6 +147,7 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.k = k
         self.random_state = random_state
         self.hang_affinity = hang_affinity
+        self.pair_features = pair_features
 
     # -- fitting ----------------------------------------------------------------------------
     def _validate(self) -> None:
@@ -156,6 +160,9 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             raise InvalidInputError(
                 f"DenpexHead: entry_embeddings must have shape {(self.layout.n_classes, self.layout.embed_dim)}, got {emb.shape}"
             )
+        unknown = [n for n in (self.pair_features or ()) if n not in PAIR_FEATURES]
+        if unknown:
+            raise InvalidInputError(f"DenpexHead: pair_features must be among {PAIR_FEATURES}, got {unknown}")
         if self.hang_affinity is not None:
             shape = np.asarray(self.hang_affinity).shape
             if shape != (self.layout.n_classes, self.layout.n_hang):
@@ -254,7 +261,10 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             self._hang_family(X, fp[:, :, 0]),
             line, line - line.max(axis=1, keepdims=True),
         ]  # fmt: skip
-        return np.stack(parts, axis=2).astype(np.float64)
+        F = np.stack(parts, axis=2).astype(np.float64)
+        if self.pair_features is not None:
+            F = F[:, :, [PAIR_FEATURES.index(n) for n in self.pair_features]]
+        return F
 
     def _affinity(self, X: np.ndarray) -> np.ndarray:
         """Per (job, class): the share of the class's declared hang features the job shows."""

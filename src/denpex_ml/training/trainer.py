@@ -141,6 +141,7 @@ def _fit_head(
     entry_emb: np.ndarray,
     cfg: TrainConfig,
     affinity: np.ndarray | None = None,
+    pair_features: tuple[str, ...] | None = None,
 ) -> DenpexHead:
     known = fs.y >= 0
     train = fs.subset(known)
@@ -153,6 +154,7 @@ def _fit_head(
         k=cfg.k,
         random_state=cfg.seed,
         hang_affinity=affinity,
+        pair_features=pair_features,
     )
     return head.fit(train.X, train.y, sample_weight=w, groups=train.groups, ranker_weight=rw)
 
