@@ -34,7 +34,7 @@ from denpex_ml.errors import TaxonomyError
 from denpex_ml.features.structure import CollectiveState, StructureFeatures
 from denpex_ml.hang.frames import Frame, parse_frames
 from denpex_ml.hang.phase import PHASES, Phase, phase_of
-from denpex_ml.logs.bundle import LogBundle, LogLine, StreamKey
+from denpex_ml.logs.bundle import LogBundle, StreamKey
 
 __all__ = [
     "HANG_FEATURE_NAMES",
@@ -267,7 +267,6 @@ def _ranges(ranks: Sequence[int]) -> str:
 
 @dataclass
 class _RankFacts:
-    lines: list[LogLine] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     pg: str | None = None
     enqueued: tuple[int, int] | None = None
@@ -307,7 +306,6 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                 frame_lines.append(text)
             if not line.salient and "nranks" not in text and "WORLD_SIZE" not in text:
                 continue
-            f.lines.append(line)
             if "nranks" in text or "orld" in text:
                 m = _NRANKS.search(text)
                 if m:
@@ -534,10 +532,3 @@ def signal_affinity(labels: Sequence[str], declared: Mapping[str, Sequence[str]]
                 )
             A[row, index[name]] = 1.0
     return A
-
-
-def affinity_scores(report_vector: np.ndarray, affinity: np.ndarray) -> np.ndarray:
-    """Per class, the share of its declared hang features the job shows (0 when it declares none)."""
-    n = affinity.sum(axis=1)
-    hits = affinity @ report_vector
-    return np.where(n > 0, hits / np.maximum(n, 1.0), 0.0) * (1.0 if report_vector.any() else 0.0)
