@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 __all__ = ["Summary", "add_parser", "run"]
 
 EXIT_OK, EXIT_PARTIAL, EXIT_USAGE = 0, 1, 2
+#: Seconds one job may take by default (kept equal to ``batch.score.DEFAULT_JOB_TIMEOUT``,
+#: which is not imported here so that ``--help`` stays fast).
+DEFAULT_JOB_TIMEOUT = 300.0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,11 +31,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "Score every job of PATH: a directory whose top-level entries are jobs (log files, "
             "per-rank folders, archives) or an archive laid out the same way. Rows are written "
             "and flushed as jobs finish. Exit codes: 0 all jobs scored, 1 some jobs are error "
-            "rows, 2 usage error, 3 the batch itself is unreadable."
+            "rows, 2 usage error (including an output path that cannot be written or lies inside "
+            "the input), 3 the batch itself is unreadable or the results cannot be written "
+            "(e.g. disk full: finished rows are kept, rerun with --resume)."
         ),
     )
     p.add_argument("path", metavar="PATH", help="directory or .tar/.tar.gz/.tgz/.zip of jobs")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="results file: .jsonl, .csv or .parquet")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="results file: .jsonl, .csv or .parquet; '-' writes JSONL (or --format csv) to stdout",
+    )
     p.add_argument("--format", choices=["jsonl", "csv", "parquet"], help="results format (default: from the suffix)")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes / Ray actors (default 1)")
     p.add_argument("--engine", choices=["local", "ray"], default="local", help="local processes (default) or Ray")
@@ -47,6 +58,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--resume", action="store_true", help="keep finished rows of OUTPUT and score only the rest")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    p.add_argument(
+        "--job-timeout",
+        type=float,
+        default=DEFAULT_JOB_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time limit per job (default {DEFAULT_JOB_TIMEOUT:g}; 0: none); a job over it is a "
+        "JobTimeoutError row and its worker is replaced",
+    )
     p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
     p.add_argument(
         "--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory (repeatable)"
@@ -188,21 +207,34 @@ class Summary:
             console.print(s)
 
 
+def _usage_error(message: str) -> int:
+    print(f"denpex-ml score: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def run(args: argparse.Namespace) -> int:
+    """Score the batch at ``args.path`` into ``args.output``; returns the exit code.
+
+    The output path is checked before any work: a directory, a parent that is a file, a folder
+    we cannot write in, or a path that is (or lies inside) the input is a usage error.
+    """
     from rich.console import Console
 
-    from denpex_ml.batch.results import ResultSink
+    from denpex_ml.batch.results import STDOUT, ResultSink, check_output_path
+    from denpex_ml.errors import InvalidInputError, OutputPathError, OutputWriteError
 
+    to_stdout = args.output == STDOUT
     out = Path(args.output)
     if args.workers < 1:
-        print("denpex-ml score: error: --workers must be >= 1", file=sys.stderr)
-        return EXIT_USAGE
-    if out.exists() and not (args.resume or args.overwrite):
-        print(
-            f"denpex-ml score: error: {out} exists; use --resume to continue it or --overwrite to start again",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        return _usage_error("--workers must be >= 1")
+    if not args.job_timeout >= 0:
+        return _usage_error(f"--job-timeout must be a number of seconds >= 0 (0: no limit), got {args.job_timeout}")
+    try:
+        check_output_path(args.output, fmt=args.format, source=args.path, exclude=args.exclude, resume=args.resume)
+    except (OutputPathError, InvalidInputError) as exc:  # InvalidInputError: an unknown format
+        return _usage_error(str(exc))
+    if not to_stdout and out.exists() and not (args.resume or args.overwrite):
+        return _usage_error(f"{out} exists; use --resume to continue it or --overwrite to start again")
     from denpex_ml.batch.jobs import discover_jobs
     from denpex_ml.batch.score import planned, score_jobs
 
@@ -211,33 +243,45 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{len(batch.skipped)} file(s) belong to no job (pattern/exclude), e.g. {batch.skipped[0]}", file=sys.stderr
         )
-    sink = ResultSink(out, fmt=args.format, resume=args.resume)
+    try:
+        sink = ResultSink(args.output, fmt=args.format, resume=args.resume)
+    except OutputPathError as exc:
+        return _usage_error(str(exc))
     total = planned(batch, sink.done)
     summary = Summary()
     progress = _Progress(total, args.quiet)
     t0 = time.perf_counter()
     finished = False
+    results = score_jobs(
+        (j for j in batch if j.id not in sink.done),
+        model=args.model,
+        taxonomy_dirs=args.taxonomy,
+        workers=args.workers,
+        engine=args.engine,
+        ray_address=args.ray_address,
+        job_timeout=args.job_timeout or None,
+    )
     try:
-        results = score_jobs(
-            (j for j in batch if j.id not in sink.done),
-            model=args.model,
-            taxonomy_dirs=args.taxonomy,
-            workers=args.workers,
-            engine=args.engine,
-            ray_address=args.ray_address,
-        )
         for r in results:
             sink.write(r)
             summary.add(r)
             progress.advance(r.ok)
         finished = True
     finally:
+        results.close()  # stops the workers now, not when garbage-collected
         progress.close()
-        sink.close(finalize=finished)
+        try:
+            sink.close(finalize=finished)
+        except OutputWriteError:
+            if finished:
+                raise
+            # the error that stopped the run is the one to report; the journal is kept
         if not finished:
             print(f"denpex-ml score: stopped after {summary.n} jobs; rerun with --resume to finish", file=sys.stderr)
     if not args.quiet:
-        console = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+        stream = sys.stderr if to_stdout else sys.stdout  # with -o -, stdout holds the rows only
+        console = Console(soft_wrap=False, width=None if stream.isatty() else 160, stderr=to_stdout)
         summary.render(time.perf_counter() - t0, console, skipped=batch.total - total)
-        print(f"results written to {out}", file=sys.stderr)
+        if not to_stdout:
+            print(f"results written to {out}", file=sys.stderr)
     return EXIT_PARTIAL if summary.n_errors else EXIT_OK

@@ -18,9 +18,12 @@ __all__ = [
     "FlightRecorderError",
     "InputTooLargeError",
     "InvalidInputError",
+    "JobTimeoutError",
     "LogNotFoundError",
     "ModelError",
     "NotALogError",
+    "OutputPathError",
+    "OutputWriteError",
     "TaxonomyError",
     "UnknownIncidentError",
     "UnknownLabelError",
@@ -112,3 +115,16 @@ class DependencyMissingError(DenpexError, ImportError):
 
 class WorkerCrashedError(DenpexError, RuntimeError):
     """A worker process died while scoring a job (killed for memory, a crash in native code)."""
+
+
+class JobTimeoutError(DenpexError, TimeoutError):
+    """Scoring one job took longer than its time budget (``--job-timeout``); its worker was replaced."""
+
+
+class OutputPathError(DenpexError, ValueError):
+    """An output path cannot be used: it is a directory, its parent is a file or not writable,
+    or it is (or lies inside) the input, which writing it would destroy or read back as a job."""
+
+
+class OutputWriteError(DenpexError, OSError):
+    """Writing an output failed part-way (disk full, I/O error); every row written before is intact."""

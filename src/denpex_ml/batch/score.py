@@ -3,24 +3,36 @@
 Each worker loads the model once (an initializer), then scores jobs sent to it. A job that
 cannot be read or scored becomes an error row; the batch goes on. A worker that dies (killed
 for memory, a crash in native code) is replaced, and the jobs it held are tried once more.
+A job that runs past its time budget (``job_timeout``) becomes a ``JobTimeoutError`` row: in
+worker processes its worker is killed and replaced; in this process (``workers=1``) a
+``SIGALRM`` timer interrupts it between Python bytecodes. Workers die with their parent
+(``PR_SET_PDEATHSIG`` on Linux, a watchdog thread elsewhere): killing ``denpex-ml score``
+leaves no worker behind.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import logging
 import multiprocessing as mp
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from denpex_ml.batch.jobs import Batch, BatchLimits, Job, discover_jobs
 from denpex_ml.batch.results import JobResult
-from denpex_ml.errors import DenpexError, InvalidInputError, WorkerCrashedError
+from denpex_ml.errors import DenpexError, InvalidInputError, JobTimeoutError, WorkerCrashedError
 from denpex_ml.logs import IngestLimits, read_logs
 from denpex_ml.logs.ingest import read_members
 from denpex_ml.logs.sources import Member, ReadBudget, iter_bytes_members, iter_members
@@ -28,13 +40,15 @@ from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.diagnosis import Diagnosis
 from denpex_ml.model.persistence import models_root, read_model_dir
 
-__all__ = ["ENGINES", "ModelSpec", "score_archive", "score_job", "score_jobs"]
+__all__ = ["DEFAULT_JOB_TIMEOUT", "ENGINES", "ModelSpec", "score_archive", "score_job", "score_jobs"]
 
 log = logging.getLogger(__name__)
 
 ENGINES = ("local", "ray")
 #: Evidence lines kept per result row (the full list is one ``denpex-ml classify`` away).
 ROW_EVIDENCE = 3
+#: Seconds one job may take by default (``--job-timeout``); ``None`` or 0 turns the limit off.
+DEFAULT_JOB_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -95,8 +109,75 @@ def _row(job_id: str, d: Diagnosis, model_id: str) -> JobResult:
     )
 
 
-def score_job(model: DenpexModel, job: Job, *, limits: IngestLimits | None = None) -> JobResult:
-    """Score one job; never raises for a bad job (the error is in the row)."""
+def _timeout_message(job: Job, seconds: float, where: str) -> str:
+    return f"{job.id}: scoring took longer than the job time limit of {seconds:g} s (--job-timeout); {where}"
+
+
+class _Alarm:
+    """Raises :class:`JobTimeoutError` in the main thread once ``seconds`` have passed (``SIGALRM``).
+
+    The timer re-fires every 0.25 s until the job ends, so code that swallows the first
+    exception is interrupted again. It is only armed on the main thread of a POSIX process
+    where no other ``ITIMER_REAL`` timer runs (it never replaces someone else's); a call in
+    native code finishes before the exception is raised.
+    """
+
+    def __init__(self, seconds: float, job_id: str) -> None:
+        self.seconds = seconds
+        self.job_id = job_id
+        self.expired = False
+        self.armed = False
+        self._old: Any = None
+
+    def _fire(self, signum: int, frame: FrameType | None) -> None:
+        if self.armed:
+            self.expired = True
+            raise JobTimeoutError(f"{self.job_id}: over the job time limit of {self.seconds:g} s")
+
+    def __enter__(self) -> _Alarm:
+        if (
+            hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+            and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+        ):
+            self._old = signal.signal(signal.SIGALRM, self._fire)
+            self.armed = True
+            signal.setitimer(signal.ITIMER_REAL, min(self.seconds, 1e8), 0.25)  # 1e8 s: within time_t
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.armed:
+            self.armed = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._old)
+
+
+def score_job(
+    model: DenpexModel, job: Job, *, limits: IngestLimits | None = None, timeout: float | None = None
+) -> JobResult:
+    """Score one job; never raises for a bad job (the error is in the row).
+
+    ``timeout`` (seconds; None: no limit) is enforced with ``SIGALRM`` when called on the main
+    thread: a job over it becomes a ``JobTimeoutError`` row.
+    """
+    if not timeout:
+        return _score_job(model, job, limits)
+    t0 = time.perf_counter()
+    alarm = _Alarm(timeout, job.id)
+    result: JobResult | None = None
+    try:
+        with alarm:
+            result = _score_job(model, job, limits)
+    except JobTimeoutError:
+        pass
+    if alarm.expired or result is None:
+        return JobResult.failed(
+            job.id, "JobTimeoutError", _timeout_message(job, timeout, "it was stopped"), time.perf_counter() - t0
+        )
+    return result
+
+
+def _score_job(model: DenpexModel, job: Job, limits: IngestLimits | None) -> JobResult:
     t0 = time.perf_counter()
     if job.error is not None:
         return JobResult.failed(job.id, *job.error)
@@ -128,6 +209,35 @@ def score_job(model: DenpexModel, job: Job, *, limits: IngestLimits | None = Non
 # -- worker processes ---------------------------------------------------------------------------
 _WORKER_MODEL: DenpexModel | None = None
 _WORKER_LIMITS: IngestLimits | None = None
+_WORKER_EVENTS: Any = None  # a SimpleQueue: (token, pid) when a job starts
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this process end when ``parent_pid`` does (SIGKILL of the parent included).
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills this process when the
+    thread that started it ends. Elsewhere: a daemon thread that exits the process once it has
+    been re-parented. Either way, a parent that is already gone ends this process at once.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    if not armed:
+
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="denpex-parent-watchdog", daemon=True).start()
 
 
 def single_threaded() -> None:
@@ -140,85 +250,150 @@ def single_threaded() -> None:
         torch.set_num_threads(1)
 
 
-def _init_worker(spec: ModelSpec, limits: IngestLimits | None) -> None:
-    global _WORKER_MODEL, _WORKER_LIMITS
+def _init_worker(spec: ModelSpec, limits: IngestLimits | None, events: Any = None, parent_pid: int = 0) -> None:
+    global _WORKER_MODEL, _WORKER_LIMITS, _WORKER_EVENTS
+    if parent_pid:
+        die_with_parent(parent_pid)
+    _WORKER_EVENTS = events
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _WORKER_MODEL = spec.load()
     single_threaded()
     _WORKER_LIMITS = limits
 
 
-def _score_in_worker(job: Job) -> JobResult:
+def _score_in_worker(job: Job, token: int = -1) -> JobResult:
     assert _WORKER_MODEL is not None, "worker not initialised"
+    if _WORKER_EVENTS is not None:
+        _WORKER_EVENTS.put((token, os.getpid()))  # the parent's clock for this job starts now
     return score_job(_WORKER_MODEL, job, limits=_WORKER_LIMITS)
 
 
 class _Pool:
-    """A process pool that survives workers dying.
+    """A process pool that survives workers dying and jobs that never end.
 
     When a worker dies (killed for memory, a crash in native code) the pool is rebuilt and
     every job that was in flight becomes a *suspect*. Suspects are then scored one at a time,
     so a job that kills its worker again is the culprit: it becomes a ``WorkerCrashedError``
     row and the others are scored normally. Workers that die on several suspects in a row
     with no success in between end the batch (they cannot work at all).
+
+    With ``job_timeout``, each worker reports through a queue when it starts a job; a job
+    still running ``job_timeout`` seconds later has its worker killed (the only way to stop
+    native code), becomes a ``JobTimeoutError`` row, and the pool is rebuilt. The other jobs
+    that were in flight are innocent (we know why the pool broke): they are simply sent again.
     """
 
     #: Suspects in a row that may kill their worker before the batch is given up.
     MAX_CONSECUTIVE_CRASHES = 3
 
-    def __init__(self, workers: int, spec: ModelSpec, limits: IngestLimits | None) -> None:
+    def __init__(
+        self, workers: int, spec: ModelSpec, limits: IngestLimits | None, job_timeout: float | None = None
+    ) -> None:
         self.workers = workers
         self.spec = spec
         self.limits = limits
+        self.job_timeout = job_timeout or None
+        self._ctx = mp.get_context("spawn")
+        self.events: Any = None
         self.executor = self._new()
 
     def _new(self) -> ProcessPoolExecutor:
-        # spawn: no inherited threads or locks (progress bar, BLAS) in the workers
+        # spawn: no inherited threads or locks (progress bar, BLAS) in the workers; a fresh
+        # event queue per pool, so a worker killed while writing to it cannot block the next
+        self.events = self._ctx.SimpleQueue() if self.job_timeout else None
         return ProcessPoolExecutor(
             self.workers,
-            mp_context=mp.get_context("spawn"),
+            mp_context=self._ctx,
             initializer=_init_worker,
-            initargs=(self.spec, self.limits),
+            initargs=(self.spec, self.limits, self.events, os.getpid()),
         )
 
     def _rebuild(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
         self.executor = self._new()
 
+    def _drain(self, started: dict[int, tuple[int, float]]) -> None:
+        """Record when each job started (the parent's clock, when it hears of it)."""
+        now = time.monotonic()
+        while self.events is not None and not self.events.empty():
+            token, pid = self.events.get()
+            started[token] = (pid, now)
+
+    def _kill_overdue(
+        self, inflight: dict[Future[JobResult], tuple[Job, int]], started: dict[int, tuple[int, float]]
+    ) -> set[int]:
+        """Kill the workers of jobs past their time limit; the tokens of those jobs."""
+        assert self.job_timeout is not None
+        overdue: set[int] = set()
+        now = time.monotonic()
+        for fut, (job, token) in inflight.items():
+            if token in started and not fut.done() and now - started[token][1] > self.job_timeout:
+                pid = started[token][0]
+                log.warning("job %s: over the %g s job time limit; stopping worker %d", job.id, self.job_timeout, pid)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+                overdue.add(token)
+        return overdue
+
     def run(self, jobs: Iterable[Job]) -> Iterator[JobResult]:
-        inflight: dict[Future[JobResult], Job] = {}
+        inflight: dict[Future[JobResult], tuple[Job, int]] = {}
         suspects: list[Job] = []
+        retry: list[Job] = []  # in flight when we killed an overdue job's worker: innocent
+        started: dict[int, tuple[int, float]] = {}
+        timed_out: set[int] = set()
+        tokens = iter(range(1 << 62))
         alone = False  # one suspect is running by itself
         it = iter(jobs)
         exhausted = False
         crashes_in_a_row = 0
+        poll = None if self.job_timeout is None else min(1.0, max(0.02, self.job_timeout / 10))
+
+        def submit(job: Job) -> None:
+            token = next(tokens)
+            inflight[self.executor.submit(_score_in_worker, job, token)] = (job, token)
+
         try:
             while True:
                 if suspects:
                     if not inflight:
-                        job = suspects.pop(0)
-                        inflight[self.executor.submit(_score_in_worker, job)] = job
+                        submit(suspects.pop(0))
                         alone = True
                 else:
                     alone = False
-                    while len(inflight) < 2 * self.workers and not exhausted:
-                        nxt = next(it, None)
+                    while len(inflight) < 2 * self.workers and (retry or not exhausted):
+                        nxt = retry.pop(0) if retry else next(it, None)
                         if nxt is None:
                             exhausted = True
                         elif nxt.error is not None:
                             yield JobResult.failed(nxt.id, *nxt.error)
                         else:
-                            inflight[self.executor.submit(_score_in_worker, nxt)] = nxt
+                            submit(nxt)
                 if not inflight:
                     return
-                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                done, _ = wait(inflight, timeout=poll, return_when=FIRST_COMPLETED)
+                if self.job_timeout is not None:
+                    self._drain(started)
+                    timed_out |= self._kill_overdue(inflight, started)
                 broken = False
                 for fut in done:
-                    job = inflight.pop(fut)
+                    job, token = inflight.pop(fut)
+                    started.pop(token, None)
                     try:
                         result = fut.result()
                     except BrokenProcessPool:
                         broken = True
+                        if token in timed_out:
+                            assert self.job_timeout is not None
+                            yield JobResult.failed(
+                                job.id,
+                                "JobTimeoutError",
+                                _timeout_message(job, self.job_timeout, "its worker was stopped and replaced"),
+                                self.job_timeout,
+                            )
+                            continue
+                        if timed_out:
+                            retry.append(job)
+                            continue
                         if not alone:
                             suspects.append(job)
                             continue
@@ -237,8 +412,14 @@ class _Pool:
                         crashes_in_a_row = 0
                         yield result
                 if broken:
-                    suspects += list(inflight.values())
+                    rest = [job for job, _ in inflight.values()]
+                    if timed_out:
+                        retry[:0] = rest
+                    else:
+                        suspects += rest
                     inflight.clear()
+                    started.clear()
+                    timed_out.clear()
                     self._rebuild()
         finally:
             self.executor.shutdown(wait=True, cancel_futures=True)
@@ -253,13 +434,27 @@ def score_jobs(
     engine: str = "local",
     ray_address: str | None = None,
     limits: IngestLimits | None = None,
-) -> Iterator[JobResult]:
+    job_timeout: float | None = DEFAULT_JOB_TIMEOUT,
+) -> Generator[JobResult, None, None]:
     """Score jobs (from :func:`~denpex_ml.batch.jobs.discover_jobs`), yielding results as they
-    finish (not in input order when ``workers > 1``)."""
+    finish (not in input order when ``workers > 1``).
+
+    ``job_timeout`` seconds (None or 0: no limit) bound each job: one over it becomes a
+    ``JobTimeoutError`` row. With ``workers > 1`` its worker is killed and replaced; with one
+    worker the job is interrupted in this process (main thread only; see :func:`score_job`);
+    the Ray engine does not enforce it."""
     if engine not in ENGINES:
         raise InvalidInputError(f"score: unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
-    if workers < 1:
-        raise InvalidInputError(f"score: workers must be >= 1, got {workers}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidInputError(f"score: workers must be an int >= 1, got {workers!r}")
+    if limits is not None and not isinstance(limits, IngestLimits):
+        raise InvalidInputError(f"score: limits must be an IngestLimits or None, got {type(limits).__name__}")
+    if job_timeout is not None and (
+        isinstance(job_timeout, bool) or not isinstance(job_timeout, (int, float)) or not job_timeout >= 0
+    ):
+        raise InvalidInputError(f"score: job_timeout must be a number of seconds >= 0 or None, got {job_timeout!r}")
+    if not job_timeout or job_timeout == float("inf"):
+        job_timeout = None  # no limit
     if engine == "ray":
         from denpex_ml.batch.ray_engine import score_on_ray
 
@@ -270,11 +465,11 @@ def score_jobs(
     if workers == 1:
         m = model if isinstance(model, DenpexModel) else ModelSpec.of(model, taxonomy_dirs).load()
         for job in jobs:
-            yield score_job(m, job, limits=limits)
+            yield score_job(m, job, limits=limits, timeout=job_timeout)
         return
     spec = ModelSpec.of(model, taxonomy_dirs)
     read_model_dir(spec.path)  # a missing or corrupt model is a typed error here, not dying workers
-    yield from _Pool(workers, spec, limits).run(jobs)
+    yield from _Pool(workers, spec, limits, job_timeout).run(jobs)
 
 
 def score_archive(
@@ -290,7 +485,8 @@ def score_archive(
     skip: Collection[str] = (),
     limits: IngestLimits | None = None,
     batch_limits: BatchLimits | None = None,
-) -> Iterator[JobResult]:
+    job_timeout: float | None = DEFAULT_JOB_TIMEOUT,
+) -> Generator[JobResult, None, None]:
     """Score every job of a directory or archive of failed jobs, one result per job.
 
     Parameters
@@ -310,6 +506,9 @@ def score_archive(
         glob patterns of entries to skip.
     skip:
         Job ids not to score (already done: what ``--resume`` passes).
+    job_timeout:
+        Seconds one job may take (default 300; None or 0: no limit); a job over it is a
+        ``JobTimeoutError`` row (see :func:`score_jobs`).
 
     Yields
     ------
@@ -331,6 +530,7 @@ def score_archive(
         engine=engine,
         ray_address=ray_address,
         limits=limits,
+        job_timeout=job_timeout,
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from denpex_ml.embedding import CachedEncoder, Encoder, make_encoder
-from denpex_ml.errors import ModelError, NotALogError
+from denpex_ml.errors import InvalidInputError, ModelError, NotALogError
 from denpex_ml.features.fingerprints import FingerprintMatcher
 from denpex_ml.hang.advice import advise
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
@@ -101,6 +101,8 @@ class DenpexModel:
         """Diagnose one job: a log file, a directory of per-rank logs, an archive, a mapping
         rank -> text, or raw ``text``. See :func:`denpex_ml.classify`."""
         t0 = time.perf_counter()
+        if limits is not None and not isinstance(limits, IngestLimits):
+            raise InvalidInputError(f"classify: limits must be an IngestLimits or None, got {type(limits).__name__}")
         bundle = read_logs(source, text=text, limits=limits)
         return self.diagnose(bundle, started=t0)
 
