@@ -17,14 +17,21 @@ import tarfile
 import zipfile
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 import re2
 
-from denpex_ml.errors import ArchiveError, DenpexError, FlightRecorderError, InvalidInputError, NotALogError
+from denpex_ml.errors import (
+    ArchiveError,
+    DenpexError,
+    FlightRecorderError,
+    InvalidInputError,
+    LogNotFoundError,
+    NotALogError,
+)
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine, RankLog, StreamKey
 from denpex_ml.logs.flight_recorder import looks_like_flight_recorder, read_flight_recorder
 from denpex_ml.logs.launcher import LauncherParser
@@ -32,9 +39,18 @@ from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_text_blocks
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
-from denpex_ml.logs.sources import Member, ReadBudget, iter_bytes_members, iter_members, opened, peek
+from denpex_ml.logs.sources import (
+    Member,
+    ReadBudget,
+    display_name,
+    iter_bytes_members,
+    iter_members,
+    iter_stream_members,
+    opened,
+    peek,
+)
 
-__all__ = ["LogSource", "read_logs", "read_members"]
+__all__ = ["LogSource", "read_logs", "read_members", "read_stream"]
 
 LogSource = str | os.PathLike[str] | Mapping[int | str, str] | Mapping[int | str, bytes]
 
@@ -426,7 +442,18 @@ def _mapping_items(source: Mapping[int | str, str | bytes]) -> Iterable[tuple[st
         elif key.isdigit():
             yield f"rank{int(key)}", value
         else:
-            yield key, value
+            yield display_name(key), value  # a name from the caller may hold surrogates or controls
+
+
+def _mapping_members(
+    source: Mapping[int | str, str | bytes], limits: IngestLimits, budget: ReadBudget
+) -> Iterator[Member]:
+    """The members of a mapping, lazily: an archive value is read while its members are used."""
+    for name, value in _mapping_items(source):
+        if isinstance(value, bytes):  # raw file content: plain, compressed or an archive
+            yield from iter_bytes_members(name, value, limits, budget)
+        else:
+            yield Member(name, _text_opener(value))
 
 
 def read_logs(
@@ -442,10 +469,11 @@ def read_logs(
     Parameters
     ----------
     source:
-        A log file (plain or .gz), a directory of per-rank files (read recursively), an
-        archive (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip), or a mapping
-        ``rank or file name -> text``. A ``bytes`` value is a file's raw content: plain,
-        gzip-compressed or an archive, read with the same checks as a file on disk.
+        A log file (plain, .gz, .bz2, .xz), a directory of per-rank files (read
+        recursively), an archive (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip, nested up
+        to ``limits.max_depth``), or a mapping ``rank or file name -> text``. A ``bytes``
+        value is a file's raw content: plain, compressed or an archive, read with the same
+        checks as a file on disk. An empty path is refused (it is not the current directory).
     text:
         Raw log text, instead of ``source``.
     limits, retention:
@@ -482,21 +510,48 @@ def read_logs(
         return builder.finish(masker)
     if isinstance(source, Mapping):
         budget = ReadBudget(limits, "log mapping")
-        members: list[Member] = []
-        for name, value in _mapping_items(source):
-            if isinstance(value, bytes):  # raw file content: plain, gzip or an archive
-                members.extend(iter_bytes_members(name, value, limits, budget))
-            else:
-                members.append(Member(name, _text_opener(value)))
+        members = _mapping_members(source, limits, budget)
         return _read_members(builder, masker, members, budget, strict=False, what="log mapping")
     if not isinstance(source, (str, os.PathLike)):
         raise InvalidInputError(
             f"read_logs: source must be a path, a mapping rank -> text, or text=...; got {type(source).__name__}"
         )
+    if isinstance(source, str) and not source:
+        raise LogNotFoundError(f"{source!r}: empty path (give a log file, a directory or an archive)")
     path = Path(source)
-    budget = ReadBudget(limits, str(path))
+    shown = display_name(str(path))
+    budget = ReadBudget(limits, shown)
     strict = path.is_file() and not _is_archive_name(path)
-    return _read_members(builder, masker, iter_members(path, limits, budget), budget, strict=strict, what=str(path))
+    return _read_members(builder, masker, iter_members(path, limits, budget), budget, strict=strict, what=shown)
+
+
+def read_stream(
+    stream: BinaryIO,
+    *,
+    name: str = "<stdin>",
+    limits: IngestLimits | None = None,
+    retention: Retention | None = None,
+    masker: Masker | None = None,
+) -> LogBundle:
+    """Read one job's logs from a binary stream, front to back, in bounded memory.
+
+    The stream (standard input, a pipe, a socket) may hold a plain log, a compressed one
+    (gzip, bzip2, xz) or an archive; it is read once and not closed. Over-long lines are cut
+    while streaming (``limits.max_line_chars``), so a stream without newlines never sits in
+    memory.
+
+    Examples
+    --------
+    >>> import io
+    >>> read_stream(io.BytesIO(b"[rank1]: RuntimeError: boom\\n")).ranks
+    [1]
+    """
+    limits = limits or IngestLimits()
+    masker = masker or Masker()
+    shown = display_name(name)
+    budget = ReadBudget(limits, shown)
+    members = iter_stream_members(stream, shown, limits, budget)
+    return _read_members(_Builder(retention or Retention()), masker, members, budget, strict=False, what=shown)
 
 
 def _text_opener(text: str) -> Callable[[], BinaryIO]:
@@ -532,7 +587,7 @@ def _read_members(
         n += 1
         try:
             with opened(member) as raw:
-                head, stream = peek(raw)
+                head, stream = peek(raw, name=member.name)
                 if looks_like_flight_recorder(head, member.name):
                     _read_flight_recorder(builder, masker, stream, member.name)
                     continue

@@ -18,22 +18,26 @@ class IngestLimits:
     max_line_chars:
         Longer lines are cut to this length (the rest is skipped without being loaded).
     max_total_bytes:
-        Most uncompressed bytes read from one source (all members together).
+        Most bytes read from one source, all members together: plain files as read, plus
+        the output of every decompressor (gzip, bzip2, xz, zip members, at any depth).
     max_compression_ratio:
-        Highest uncompressed/compressed ratio accepted once ``ratio_min_bytes`` were read
-        (a gzip/zip bomb exceeds it).
+        Highest ratio of bytes produced to compressed bytes consumed, checked continuously
+        for every decompressor and for every file with all that is decompressed from it
+        (nested archives): a bomb is refused a few megabytes after it starts. Text logs
+        compress 5-30x, repetitive ones up to about 200x; deflate's ceiling is about 1030x.
     ratio_min_bytes:
-        Uncompressed bytes after which the ratio is checked (small files compress oddly).
+        Bytes a decompressor may produce before its ratio is checked (small files compress oddly).
     max_members:
         Most files read from one directory or archive.
     max_depth:
-        Nesting depth of archives inside archives/directories.
+        Nesting depth of archives inside archives/directories (and of compression applied
+        more than once, e.g. ``.gz.gz``).
     """
 
     max_line_chars: int = 64 * 1024
     max_total_bytes: int = 16 * 1024**3
-    max_compression_ratio: float = 1000.0
-    ratio_min_bytes: int = 32 * 1024**2
+    max_compression_ratio: float = 500.0
+    ratio_min_bytes: int = 1024**2
     max_members: int = 100_000
     max_depth: int = 2
 

@@ -4,12 +4,18 @@ Text is processed in blocks of complete lines (about 1 MiB each) so that all per
 work runs in C (``str.replace``, compiled regexes) and memory stays flat however long the
 input is. A line longer than ``max_line_chars`` is cut and the rest of it skipped while
 streaming, so a gigabyte without a newline never sits in memory.
+
+Line endings: LF and CRLF end lines; a carriage return inside an LF-ended line is a
+progress bar redrawn in place (see :func:`collapse_cr`). A stream whose first lines end in
+CR alone (old Mac style) has CR read as the line ending instead.
 """
 
 from __future__ import annotations
 
+import codecs
 import io
 import re
+import unicodedata
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -24,22 +30,69 @@ _CONTROL = bytes(i for i in range(32) if i not in (9, 10, 12, 13, 27))
 TRUNCATION_MARK = " …[line truncated]"
 
 
+_TEXT_CONTROLS = frozenset("\t\n\r\f\x1b")
+#: Character categories that text does not contain: controls, unassigned, private use, surrogates.
+_NOT_TEXT = frozenset(("Cc", "Cn", "Co", "Cs"))
+
+
 def sniff_encoding(head: bytes) -> str:
-    """Encoding of a stream from its first bytes: a BOM selects UTF-16/UTF-8-sig, else UTF-8."""
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+    r"""Encoding of a stream from its first bytes: UTF-16 or UTF-8-sig by their BOM, else UTF-8.
+
+    A UTF-16 BOM counts only when the bytes after it decode as UTF-16 text (random bytes
+    that happen to start with ``FF FE`` are not UTF-16).
+
+    >>> sniff_encoding("\ufeffok\n".encode("utf-16-le"))
+    'utf-16'
+    >>> sniff_encoding(b"\xff\xfe\x00\xd8\x00\xd8")
+    'utf-8'
+    """
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) and _is_utf16_text(head):
         return "utf-16"
     if head.startswith(b"\xef\xbb\xbf"):
         return "utf-8-sig"
     return "utf-8"
 
 
+def _is_utf16_text(head: bytes) -> bool:
+    codec = "utf-16-le" if head.startswith(b"\xff\xfe") else "utf-16-be"
+    body = head[2:8194]
+    try:
+        text = codecs.getincrementaldecoder(codec)("strict").decode(body[: len(body) - len(body) % 2], final=False)
+    except UnicodeDecodeError:
+        return False
+    bad = sum(1 for ch in text if ch not in _TEXT_CONTROLS and unicodedata.category(ch) in _NOT_TEXT)
+    return bad <= 0.05 * len(text)
+
+
+def _invalid_utf8(sample: bytes) -> int:
+    """Bytes of ``sample`` that are not UTF-8 (about one per invalid byte; a cut last character is fine)."""
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(sample, final=False)
+    return text.count("\ufffd") - sample.count(b"\xef\xbf\xbd")
+
+
 def looks_binary(head: bytes) -> bool:
-    """True when the first bytes are not text: many NUL/control bytes (UTF-16 with BOM is text)."""
+    """True when the first bytes are not text.
+
+    Binary: more than 10 % control bytes (NUL and the like; tab, newlines, form feed and
+    ESC are text), or more than 3 % control bytes together with more than 20 % bytes that
+    are not UTF-8 (random or compressed data has about 10 % and 40 %). Text in a legacy
+    8-bit encoding has invalid UTF-8 but no control bytes, and stays text; UTF-16 with a
+    BOM is text.
+
+    >>> looks_binary(b"[rank0]: ok\\n")
+    False
+    >>> import os
+    >>> looks_binary(os.urandom(8192))
+    True
+    """
     if not head or sniff_encoding(head) == "utf-16":
         return False
     sample = head[:8192]
-    controls = len(sample) - len(sample.translate(None, _CONTROL))
-    return controls > 0.10 * len(sample)
+    n = len(sample)
+    controls = n - len(sample.translate(None, _CONTROL))
+    if controls > 0.10 * n:
+        return True
+    return controls > 0.03 * n and _invalid_utf8(sample) > 0.20 * n
 
 
 def normalize_block(block: str) -> str:
@@ -59,7 +112,7 @@ def normalize_block(block: str) -> str:
 
 
 def collapse_cr(text: str) -> str:
-    """What a terminal shows of a line redrawn with carriage returns: its last non-empty part.
+    r"""What a terminal shows of a line redrawn with carriage returns: its last non-empty part.
 
     >>> collapse_cr(" 10%|#  | 1/10\r100%|###| 10/10\r")
     '100%|###| 10/10'
@@ -74,7 +127,7 @@ def iter_text_blocks(
 ) -> Iterator[str]:
     """Yield normalised blocks of complete lines (each ending in ``\\n``) from a binary stream.
 
-    Raises :class:`NotALogError` when the stream is binary.
+    Raises :class:`NotALogError` when the stream is binary (see :func:`looks_binary`).
     """
     buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, 1 << 16)  # type: ignore[type-var]
     head = buffered.peek(8192)[:8192]
@@ -84,10 +137,18 @@ def iter_text_blocks(
     reader = io.TextIOWrapper(buffered, encoding=encoding, errors="replace", newline="")
     carry = ""
     skipping = False  # inside an over-long line whose tail is being skipped
+    cr_only: bool | None = None  # lines end in CR alone: decided by the first chunk with a line end
+    held_cr = False  # a CR at the end of the last chunk (the next one may start with LF)
     while True:
         chunk = reader.read(block_chars)
         if not chunk:
             break
+        if cr_only is None and ("\n" in chunk or "\r" in chunk):
+            cr_only = "\n" not in chunk
+        if cr_only:
+            chunk, held_cr = _cr_lines(chunk, held_cr)
+            if not chunk:
+                continue
         if skipping:
             nl = chunk.find("\n")
             if nl < 0:
@@ -108,6 +169,16 @@ def iter_text_blocks(
     if carry:
         yield normalize_block(_cap_lines(carry + "\n", max_line_chars))
     reader.detach()  # the caller owns (and closes) the underlying stream
+
+
+def _cr_lines(chunk: str, held_cr: bool) -> tuple[str, bool]:
+    """A chunk of a CR-ended stream with CR and CRLF as LF; a CR at its end is held back."""
+    if held_cr:
+        chunk = "\r" + chunk
+    held = chunk.endswith("\r")
+    if held:
+        chunk = chunk[:-1]
+    return chunk.replace("\r\n", "\n").replace("\r", "\n"), held
 
 
 def _cap_lines(block: str, max_line_chars: int) -> str:

@@ -1,41 +1,136 @@
-"""Where log bytes come from: files, gzip, directories and archives, read safely.
+"""Where log bytes come from: files, compressed files, directories and archives, read safely.
 
-Archives are read as streams, never extracted to disk. Members with an absolute path,
-``..``, links or devices are refused; uncompressed size and compression ratio are
-bounded by :class:`~denpex_ml.logs.limits.IngestLimits` (zip/gzip bombs).
+Archives are read as streams, never extracted: a tar (plain, gzip, bzip2 or xz) is read
+member by member in one pass, a tar nested in an archive is read from inside it, and only a
+zip nested in another archive or read from a pipe is spooled to a temporary file (zip needs
+random access). Members with an absolute path, ``..``, links or devices are refused.
+
+Every decompressor (gzip, bzip2, xz, zip members, at any depth) counts the bytes it
+*produces* against :class:`~denpex_ml.logs.limits.IngestLimits` while it streams:
+
+* all bytes produced from one source together stay under ``max_total_bytes``;
+* each decompressor produces at most ``max_compression_ratio`` times the compressed bytes it
+  has consumed (checked continuously once it has produced ``ratio_min_bytes``), and so does
+  each file on disk with everything decompressed from it (archives nested in archives);
+  compressed input is handed to a decompressor in small chunks, so a bomb is refused a few
+  megabytes after it starts, not after it has been expanded.
+
+Names are shown with :func:`display_name`: bytes that are not UTF-8 (``surrogateescape``)
+and control characters become backslash escapes, so a hostile name cannot break an output.
 """
 
 from __future__ import annotations
 
-import gzip
+import bz2
 import io
 import logging
+import lzma
 import os
+import shutil
 import stat
 import tarfile
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar, Protocol, cast
 
-from denpex_ml.errors import ArchiveError, InputTooLargeError, LogNotFoundError, UnsafeArchiveMemberError
+from denpex_ml.errors import (
+    ArchiveError,
+    DenpexError,
+    InputTooLargeError,
+    InvalidInputError,
+    LogNotFoundError,
+    UnsafeArchiveMemberError,
+)
 from denpex_ml.logs.limits import IngestLimits
 
-__all__ = ["Member", "ReadBudget", "check_member_name", "iter_bytes_members", "iter_members", "source_kind"]
+__all__ = [
+    "Member",
+    "ReadBudget",
+    "check_member_name",
+    "display_name",
+    "iter_bytes_members",
+    "iter_members",
+    "iter_stream_members",
+    "open_tar_stream",
+    "source_kind",
+]
 
 log = logging.getLogger(__name__)
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZIP_MAGIC = b"PK\x03\x04"
 _ZIP_EMPTY = b"PK\x05\x06"
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+_BZ2_BLOCK = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")  # first block / empty stream
+_COMPRESSED = ("gzip", "bz2", "xz")
+#: Name suffixes a decompressor removes (``.tgz`` -> ``.tar``).
+_SUFFIXES = {
+    "gzip": ((".tgz", ".tar"), (".gz", "")),
+    "bz2": ((".tbz2", ".tar"), (".tbz", ".tar"), (".bz2", "")),
+    "xz": ((".txz", ".tar"), (".xz", "")),
+}
+#: Most compressed bytes handed to a decompressor at once: the ratio is known to within this.
+_FEED = 1024
+#: A nested or piped zip is spooled to memory up to this size, then to a temporary file.
+_SPOOL_MEMORY = 32 * 1024**2
+#: Errors of the decompressors and archive readers (turned into :class:`ArchiveError`).
+_DECODE_ERRORS = (EOFError, zlib.error, lzma.LZMAError, tarfile.TarError, zipfile.BadZipFile, OSError)
+
+
+def display_name(name: str) -> str:
+    """``name`` safe to print: undecodable bytes and control characters as backslash escapes.
+
+    File names that are not valid UTF-8 arrive with ``surrogateescape`` (``os.walk``,
+    ``tarfile``); they are shown as ``\\xNN`` like the byte they stand for.
+
+    >>> display_name("r\\udcff.log")
+    'r\\\\xff.log'
+    >>> display_name("a\\nb")
+    'a\\\\nb'
+    """
+    if name.isprintable():
+        return name
+    out: list[str] = []
+    for ch in name:
+        o = ord(ch)
+        if 0xDC80 <= o <= 0xDCFF:  # a byte that was not UTF-8
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
+class _Gauge:
+    """Bytes one producer consumed and produced: a file (or in-memory value) or a decompressor.
+
+    A decompressor's ``root`` is the file it reads from, however deep: the root's
+    ``produced`` sums everything decompressed from it, so nested compression is bounded too.
+    """
+
+    __slots__ = ("compressed", "consumed", "name", "produced", "root")
+
+    def __init__(self, name: str, root: _Gauge | None = None, *, compressed: bool = False, consumed: int = 0) -> None:
+        self.name = name
+        self.root = root
+        self.compressed = compressed
+        self.consumed = consumed
+        self.produced = 0
 
 
 @dataclass
 class ReadBudget:
-    """Counts uncompressed bytes of one source against the limits."""
+    """Counts the bytes read from one source against the limits.
+
+    ``read`` is every byte produced: plain files as read, and the output of every
+    decompressor (at every depth of nesting).
+    """
 
     limits: IngestLimits
     source: str
@@ -43,21 +138,34 @@ class ReadBudget:
     members: int = 0
     warnings: list[str] = field(default_factory=list)
 
-    def charge(self, n: int, compressed: int | None) -> None:
+    def produce(self, gauge: _Gauge, n: int) -> None:
+        """Count ``n`` bytes produced by ``gauge``; raises when a size or ratio limit is passed."""
+        self._add(n)
+        gauge.produced += n
+        if gauge.compressed:
+            self._check_ratio(gauge.produced, gauge.consumed, gauge.name)
+        root = gauge.root
+        if root is not None and root is not gauge:
+            root.produced += n
+            self._check_ratio(root.produced, root.consumed, root.name)
+
+    def _add(self, n: int) -> None:
         self.read += n
-        lim = self.limits
-        if self.read > lim.max_total_bytes:
+        if self.read > self.limits.max_total_bytes:
             raise InputTooLargeError(
-                f"{self.source}: more than {lim.max_total_bytes} uncompressed bytes (IngestLimits.max_total_bytes)"
+                f"{display_name(self.source)}: more than {self.limits.max_total_bytes} uncompressed bytes "
+                "(IngestLimits.max_total_bytes)"
             )
-        if (
-            compressed
-            and self.read > lim.ratio_min_bytes
-            and self.read / max(compressed, 1) > lim.max_compression_ratio
-        ):
+
+    def _check_ratio(self, produced: int, consumed: int, name: str) -> None:
+        lim = self.limits
+        if produced > lim.ratio_min_bytes and produced > lim.max_compression_ratio * max(consumed, 1):
+            where, shown = display_name(self.source), display_name(name)
+            if not where.endswith(shown):  # a member, or a file of a directory
+                where = f"{where}: {shown}"
             raise InputTooLargeError(
-                f"{self.source}: decompression ratio above {lim.max_compression_ratio:g} "
-                f"({self.read} bytes from {compressed} compressed; IngestLimits.max_compression_ratio): "
+                f"{where}: decompression ratio above {lim.max_compression_ratio:g} "
+                f"({produced} bytes from {consumed} compressed; IngestLimits.max_compression_ratio): "
                 "refusing a possible archive bomb"
             )
 
@@ -65,17 +173,59 @@ class ReadBudget:
         self.members += 1
         if self.members > self.limits.max_members:
             raise InputTooLargeError(
-                f"{self.source}: more than {self.limits.max_members} files (IngestLimits.max_members)"
+                f"{display_name(self.source)}: more than {self.limits.max_members} files (IngestLimits.max_members)"
             )
 
 
-class _Counting(io.RawIOBase):
-    """A read-only stream that charges every byte to a :class:`ReadBudget`."""
+class _Metered(io.RawIOBase):
+    """Reads ``inner`` at most ``feed`` bytes at a time, counting them as consumed by ``gauge``."""
 
-    def __init__(self, inner: BinaryIO, budget: ReadBudget, compressed: Callable[[], int | None]) -> None:
+    def __init__(self, inner: BinaryIO, gauge: _Gauge, feed: int = _FEED, *, owns: bool = False) -> None:
+        self._inner = inner
+        self._gauge = gauge
+        self._feed = feed
+        self._owns = owns
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self._inner.read(min(len(b), self._feed))
+        n = len(data)
+        b[:n] = data
+        self._gauge.consumed += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                if self._owns:
+                    self._inner.close()
+            finally:
+                super().close()
+
+
+class _Counting(io.RawIOBase):
+    """A read-only stream that charges every byte it returns to a :class:`ReadBudget`.
+
+    With ``gauge``, the bytes are the output of that producer (see :meth:`ReadBudget.produce`).
+    Otherwise the stream is its own producer and ``compressed`` (when given) tells how many
+    compressed bytes it has consumed so far (``None``: not compressed), for its ratio.
+    Decompression errors become :class:`ArchiveError`.
+    """
+
+    def __init__(
+        self,
+        inner: BinaryIO,
+        budget: ReadBudget,
+        compressed: Callable[[], int | None] | None = None,
+        *,
+        gauge: _Gauge | None = None,
+    ) -> None:
         self._inner = inner
         self._budget = budget
-        self._compressed = compressed
+        self._compressed = compressed if gauge is None else None
+        self._gauge = gauge or _Gauge(budget.source)
 
     def readable(self) -> bool:
         return True
@@ -90,30 +240,41 @@ class _Counting(io.RawIOBase):
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
         try:
             data = self._inner.read(len(b))
-        except (EOFError, zlib.error, gzip.BadGzipFile, tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
-            raise ArchiveError(f"{self._budget.source}: corrupt or truncated compressed data ({exc})") from None
+        except DenpexError:
+            raise
+        except _DECODE_ERRORS as exc:
+            raise ArchiveError(
+                f"{display_name(self._gauge.name)}: corrupt or truncated compressed data ({exc})"
+            ) from None
         n = len(data)
         b[:n] = data
         if n:
-            self._budget.charge(n, self._compressed())
+            if self._compressed is not None:
+                consumed = self._compressed()
+                self._gauge.compressed = consumed is not None
+                self._gauge.consumed = consumed or 0
+            self._budget.produce(self._gauge, n)
         return n
 
 
 @dataclass(frozen=True)
 class Member:
-    """One file of a source: its relative name and a way to open it as a binary stream."""
+    """One file of a source: its relative name (safe to display) and a way to open it as a binary stream."""
 
     name: str
     open: Callable[[], BinaryIO]
 
 
 def source_kind(head: bytes, name: str) -> str:
-    """``gzip``, ``zip``, ``tar`` or ``plain`` from magic bytes (the name only breaks ties)."""
+    """``gzip``, ``zip``, ``tar`` or ``plain`` from magic bytes (the name only breaks ties).
+
+    A bzip2 or xz file counts as ``tar`` when its name says so (``.tar.bz2``, ``.txz``...).
+    """
     if head.startswith(_GZIP_MAGIC):
         return "gzip"
     if head.startswith((_ZIP_MAGIC, _ZIP_EMPTY)):
         return "zip"
-    if len(head) > 262 and head[257:262] == b"ustar":
+    if _is_tar_header(head):
         return "tar"
     lower = name.lower()
     if lower.endswith((".tar.bz2", ".tbz2", ".tar.xz", ".txz")):
@@ -121,13 +282,34 @@ def source_kind(head: bytes, name: str) -> str:
     return "plain"
 
 
+def _is_tar_header(head: bytes) -> bool:
+    return len(head) > 262 and head[257:262] == b"ustar"
+
+
+def _kind(head: bytes) -> str:
+    """``gzip``, ``bz2``, ``xz``, ``zip``, ``tar`` or ``plain`` from magic bytes."""
+    if head.startswith(_GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(_XZ_MAGIC):
+        return "xz"
+    if head.startswith(b"BZh") and head[3:4].isdigit() and head[4:10] in _BZ2_BLOCK:
+        return "bz2"
+    if head.startswith((_ZIP_MAGIC, _ZIP_EMPTY)):
+        return "zip"
+    if _is_tar_header(head):
+        return "tar"
+    return "plain"
+
+
 def _check_member_name(source: str, name: str) -> str:
     posix = name.replace("\\", "/")
     if posix.startswith("/") or (len(posix) > 1 and posix[1] == ":"):
-        raise UnsafeArchiveMemberError(f"{source}: archive member {name!r} has an absolute path")
+        raise UnsafeArchiveMemberError(
+            f"{display_name(source)}: archive member '{display_name(name)}' has an absolute path"
+        )
     parts = PurePosixPath(posix).parts
     if ".." in parts:
-        raise UnsafeArchiveMemberError(f"{source}: archive member {name!r} contains '..'")
+        raise UnsafeArchiveMemberError(f"{display_name(source)}: archive member '{display_name(name)}' contains '..'")
     return "/".join(p for p in parts if p not in (".", ""))
 
 
@@ -140,29 +322,46 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
+def _strip_suffix(name: str, kind: str) -> str:
+    lower = name.lower()
+    for suffix, replacement in _SUFFIXES[kind]:
+        if lower.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)] + replacement
+    return name
+
+
 def iter_members(
     path: str | os.PathLike[str], limits: IngestLimits, budget: ReadBudget | None = None
 ) -> Iterator[Member]:
-    """Yield the text members of ``path`` (file, .gz, directory, .tar[.gz|.bz2|.xz], .zip)."""
+    """Yield the text members of ``path``.
+
+    A file (plain, .gz, .bz2, .xz), a directory (read recursively, links skipped) or an
+    archive (.tar, .tar.gz/.tgz, .tar.bz2, .tar.xz, .zip, archives nested up to
+    ``limits.max_depth``). Members are read one at a time, in order: read (or skip) each
+    member before asking for the next one.
+    """
+    if isinstance(path, str) and not path:
+        raise LogNotFoundError("'': empty path (give a log file, a directory or an archive)")
     p = Path(path)
+    shown = display_name(str(p))
     try:
         st = p.lstat()
     except FileNotFoundError:
-        raise LogNotFoundError(f"{p}: no such file or directory") from None
-    except OSError as exc:
-        raise LogNotFoundError(f"{p}: cannot access ({exc.strerror or exc})") from None
-    budget = budget or ReadBudget(limits, str(p))
+        raise LogNotFoundError(f"{shown}: no such file or directory") from None
+    except (OSError, ValueError) as exc:
+        raise LogNotFoundError(f"{shown}: cannot access ({getattr(exc, 'strerror', None) or exc})") from None
+    budget = budget or ReadBudget(limits, shown)
     if stat.S_ISLNK(st.st_mode):
         try:
             st = p.stat()  # a link named by the user is followed once, at the top only
         except OSError:
-            raise LogNotFoundError(f"{p}: broken symbolic link") from None
+            raise LogNotFoundError(f"{shown}: broken symbolic link") from None
     if stat.S_ISDIR(st.st_mode):
         yield from _iter_dir(p, limits, budget)
     elif stat.S_ISREG(st.st_mode):
-        yield from _iter_file(p, p.name, "", limits, budget, depth=0)
+        yield from _iter_file(p, p.name, limits, budget, level=0)
     else:
-        raise LogNotFoundError(f"{p}: not a regular file or directory")
+        raise LogNotFoundError(f"{shown}: not a regular file or directory")
 
 
 def _iter_dir(root: Path, limits: IngestLimits, budget: ReadBudget) -> Iterator[Member]:
@@ -170,7 +369,8 @@ def _iter_dir(root: Path, limits: IngestLimits, budget: ReadBudget) -> Iterator[
         dirnames.sort()
         for d in list(dirnames):
             if (Path(dirpath) / d).is_symlink():
-                budget.warnings.append(f"skipped symbolic link {Path(dirpath, d).relative_to(root)}")
+                rel_dir = Path(dirpath, d).relative_to(root).as_posix()
+                budget.warnings.append(f"skipped symbolic link {display_name(rel_dir)}")
                 dirnames.remove(d)
         for fname in sorted(filenames):
             full = Path(dirpath) / fname
@@ -178,77 +378,54 @@ def _iter_dir(root: Path, limits: IngestLimits, budget: ReadBudget) -> Iterator[
             try:
                 st = full.lstat()
             except OSError as exc:
-                raise LogNotFoundError(f"{full}: cannot access ({exc.strerror or exc})") from None
+                raise LogNotFoundError(f"{display_name(str(full))}: cannot access ({exc.strerror or exc})") from None
             if not stat.S_ISREG(st.st_mode):
-                budget.warnings.append(f"skipped {rel}: not a regular file (link or device)")
+                budget.warnings.append(f"skipped {display_name(rel)}: not a regular file (link or device)")
                 continue
-            yield from _iter_file(full, rel, "", limits, budget, depth=1)
+            yield from _iter_file(full, rel, limits, budget, level=1)
 
 
 def _raise_walk(exc: OSError) -> None:
-    raise LogNotFoundError(f"{exc.filename}: cannot read directory ({exc.strerror or exc})")
+    raise LogNotFoundError(f"{display_name(str(exc.filename))}: cannot read directory ({exc.strerror or exc})")
 
 
-def _iter_file(
-    path: Path, rel: str, prefix: str, limits: IngestLimits, budget: ReadBudget, depth: int
-) -> Iterator[Member]:
+def _open_file(path: Path) -> BinaryIO:
     try:
-        with path.open("rb") as fh:
-            head = fh.read(512)
+        return path.open("rb")
     except OSError as exc:
-        raise LogNotFoundError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    kind = source_kind(head, path.name)
-    name = _join(prefix, rel)
+        raise LogNotFoundError(f"{display_name(str(path))}: cannot read ({exc.strerror or exc})") from None
+
+
+def _iter_file(path: Path, rel: str, limits: IngestLimits, budget: ReadBudget, level: int) -> Iterator[Member]:
+    with _open_file(path) as fh:
+        head = fh.read(512)
+    kind = _kind(head)
+    budget.add_member(rel)
     if kind == "plain":
-        budget.add_member(name)
-        yield Member(name, lambda: _open_plain(path, budget))
-    elif kind == "gzip":
-        inner_name = rel[:-3] if rel.lower().endswith(".gz") else rel
-        if inner_name.lower().endswith((".tar", ".tgz")) or rel.lower().endswith(".tgz") or _gz_is_tar(path):
-            yield from _iter_tar_file(path, name, limits, budget, depth)
-        else:
-            budget.add_member(inner_name)
-            yield Member(_join(prefix, inner_name), lambda: _open_gzip(path, budget))
-    elif kind == "zip":
-        yield from _iter_zip(path, name, limits, budget, depth)
-    else:
-        yield from _iter_tar_file(path, name, limits, budget, depth)
-
-
-def _open_plain(path: Path, budget: ReadBudget) -> BinaryIO:
+        yield Member(display_name(rel), lambda: _open_plain(path, rel, budget))
+        return
+    root = _Gauge(rel)
+    fh = _open_file(path)
     try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise LogNotFoundError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return io.BufferedReader(_Counting(fh, budget, lambda: None), 1 << 16)
+        if kind == "zip":
+            root.consumed = os.fstat(fh.fileno()).st_size
+            yield from _iter_zip(fh, rel, limits, budget, level, root)
+        else:
+            meter = cast(BinaryIO, _Metered(fh, root, _root_feed(kind)))
+            yield from _iter_stream(meter, rel, "", limits, budget, level, root, charged=False)
+    finally:
+        fh.close()
 
 
-def _open_gzip(path: Path, budget: ReadBudget) -> BinaryIO:
-    raw = path.open("rb")
-    gz = gzip.GzipFile(fileobj=raw, mode="rb")
-    return io.BufferedReader(_Counting(_Closing(gz, raw), budget, raw.tell), 1 << 16)  # type: ignore[arg-type]
+def _root_feed(kind: str) -> int:
+    """Bytes read from a source at once: little under a decompressor, so its ratio is known early."""
+    return _FEED if kind in _COMPRESSED else 1 << 16
 
 
-class _Closing(io.RawIOBase):
-    """Reads from ``inner`` and closes ``inner`` and then ``owner`` (the file under it)."""
-
-    def __init__(self, inner: gzip.GzipFile, owner: BinaryIO) -> None:
-        self._inner = inner
-        self._owner = owner
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        return self._inner.readinto(b)
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                self._inner.close()
-            finally:
-                self._owner.close()
-                super().close()
+def _open_plain(path: Path, rel: str, budget: ReadBudget) -> BinaryIO:
+    root = _Gauge(rel)
+    meter = cast(BinaryIO, _Metered(_open_file(path), root, 1 << 16, owns=True))
+    return _buffered(_Counting(meter, budget, gauge=root))
 
 
 class _Chain(io.RawIOBase):
@@ -272,156 +449,334 @@ class _Chain(io.RawIOBase):
         return len(data)
 
 
-def _constant(value: int) -> Callable[[], int | None]:
-    return lambda: value
+class _Unclosable(io.RawIOBase):
+    """Reads ``inner`` but leaves it open when closed (a stream the caller owns, e.g. stdin)."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self._inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self._inner.read(len(b))
+        b[: len(data)] = data
+        return len(data)
 
 
 def _returning(stream: BinaryIO) -> Callable[[], BinaryIO]:
     return lambda: stream
 
 
-def _gunzipping(stream: BinaryIO) -> Callable[[], BinaryIO]:
-    return lambda: gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+def _buffered(raw: io.RawIOBase) -> BinaryIO:
+    return cast(BinaryIO, io.BufferedReader(raw, 1 << 16))
 
 
-def _read_head(stream: BinaryIO, n: int = 512) -> tuple[bytes, BinaryIO]:
-    head = stream.read(n)
-    return head, io.BufferedReader(_Chain(head, stream), 1 << 16)
+def _read_head(stream: BinaryIO, n: int = 512, *, name: str = "") -> tuple[bytes, BinaryIO]:
+    try:
+        head = stream.read(n)
+    except DenpexError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise ArchiveError(f"{display_name(name) or 'stream'}: corrupt or truncated data ({exc})") from None
+    return head, _buffered(_Chain(head, stream))
 
 
-def peek(stream: BinaryIO, n: int = 8192) -> tuple[bytes, BinaryIO]:
+def peek(stream: BinaryIO, n: int = 8192, *, name: str = "") -> tuple[bytes, BinaryIO]:
     """The first ``n`` bytes of ``stream`` and a stream that reads it again from the start."""
-    return _read_head(stream, n)
+    return _read_head(stream, n, name=name)
 
 
-def _gz_is_tar(path: Path) -> bool:
+class _Inflating(io.RawIOBase):
+    """The decompressed bytes of ``below`` (gzip, bzip2 or xz; concatenated streams too).
+
+    The standard library's decompressor objects are fed at most :data:`_FEED` bytes at a
+    time and only when they need input, so ``gauge.consumed`` is exact to within one feed
+    (``gzip.GzipFile`` and friends read ahead, which would hide a bomb for longer).
+    gzip trailers (CRC, size) are checked by zlib; zero padding and anything that is not
+    another stream after the last one are ignored, as ``gzip``/``bz2``/``lzma`` do.
+    """
+
+    _MAGIC: ClassVar[dict[str, bytes]] = {"gzip": _GZIP_MAGIC, "bz2": b"BZh", "xz": _XZ_MAGIC}
+
+    def __init__(self, below: BinaryIO, kind: str, gauge: _Gauge) -> None:
+        self._below = below
+        self._kind = kind
+        self._gauge = gauge
+        self._dec = self._decompressor()
+        self._input = b""  # fed but not yet consumed (zlib's unconsumed tail, a next stream)
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _decompressor(self) -> _Decompressor:
+        if self._kind == "gzip":
+            return cast(_Decompressor, zlib.decompressobj(16 + zlib.MAX_WBITS))
+        if self._kind == "bz2":
+            return cast(_Decompressor, bz2.BZ2Decompressor())
+        return cast(_Decompressor, lzma.LZMADecompressor())
+
+    def _feed(self) -> bytes:
+        data = self._below.read(_FEED)
+        self._gauge.consumed += len(data)
+        return data
+
+    def _next_stream(self) -> bool:
+        """After the end of a stream: start the next one, if another follows."""
+        rest = self._dec.unused_data
+        magic = self._MAGIC[self._kind]
+        while True:
+            rest = rest.lstrip(b"\0")
+            if len(rest) >= len(magic):
+                break
+            more = self._feed()
+            if not more:
+                rest = b""
+                break
+            rest += more
+        if not rest.startswith(magic):
+            return False
+        self._dec = self._decompressor()
+        self._input = rest
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        size = len(b)
+        while size and not self._done:
+            if self._dec.eof:
+                if not self._next_stream():
+                    self._done = True
+                    break
+                continue
+            if self._input:
+                data, self._input = self._input, b""
+            elif self._kind == "gzip" or self._dec.needs_input:
+                data = self._feed()
+                if not data:
+                    out = self._dec.decompress(b"", size)
+                    if not out:
+                        raise EOFError("compressed data ended before the end-of-stream marker")
+                    b[: len(out)] = out
+                    return len(out)
+            else:
+                data = b""
+            out = self._dec.decompress(data, size)
+            if self._kind == "gzip":
+                self._input = self._dec.unconsumed_tail
+            if out:
+                b[: len(out)] = out
+                return len(out)
+        return 0
+
+
+class _Decompressor(Protocol):
+    """What :class:`_Inflating` uses of ``zlib``/``bz2``/``lzma`` decompressor objects."""
+
+    eof: bool
+    unused_data: bytes
+    needs_input: bool
+    unconsumed_tail: bytes
+
+    def decompress(self, data: bytes, max_length: int = ...) -> bytes: ...
+
+
+def _decompressing(below: BinaryIO, kind: str, name: str, budget: ReadBudget, root: _Gauge) -> BinaryIO:
+    """The decompressed bytes of ``below``, counted: a new producer under ``root``."""
+    gauge = _Gauge(name, root, compressed=True)
+    return _buffered(_Counting(cast(BinaryIO, _Inflating(below, kind, gauge)), budget, gauge=gauge))
+
+
+def _iter_stream(
+    stream: BinaryIO,
+    rel: str,
+    prefix: str,
+    limits: IngestLimits,
+    budget: ReadBudget,
+    level: int,
+    root: _Gauge,
+    *,
+    charged: bool,
+    stacked: int = 0,
+    container: str | None = None,
+) -> Iterator[Member]:
+    """The members of one byte stream: itself (text), what it decompresses to, or an archive's.
+
+    ``charged``: whether the bytes of ``stream`` were already counted (inside an archive or
+    a decompressor) or are a source's raw bytes, counted here as ``root``'s. ``level`` is
+    the number of archives around the stream, ``stacked`` the decompressors directly on it.
+    An archive is named ``container`` (the compressed file it came from) when given:
+    the members of ``job.tar.gz`` are ``job.tar.gz/...``.
+    """
+    full = _join(prefix, rel)
+    head, stream = _read_head(stream, name=full)
+    kind = _kind(head)
+    if kind == "plain" and stacked and rel.lower().endswith(".tar") and len(head) >= 512:
+        kind = "tar"  # a pre-POSIX tar (no ``ustar`` magic) named by its compressed file: x.tar.gz, x.tgz
+    if kind in _COMPRESSED:
+        if stacked >= limits.max_depth:
+            raise InputTooLargeError(
+                f"{display_name(full)}: compressed more than {limits.max_depth} times (IngestLimits.max_depth)"
+            )
+        inner = _strip_suffix(rel, kind)
+        dec = _decompressing(stream, kind, full, budget, root)
+        yield from _iter_stream(
+            dec,
+            inner,
+            prefix,
+            limits,
+            budget,
+            level,
+            root,
+            charged=True,
+            stacked=stacked + 1,
+            container=container or full,
+        )
+        return
+    if not charged:
+        stream = _buffered(_Counting(stream, budget, gauge=root))
+    archive = container or full
+    if kind == "tar":
+        yield from _iter_tar_stream(stream, archive, limits, budget, level, root)
+    elif kind == "zip":
+        with _spooled(stream, archive) as spool:
+            yield from _iter_zip(spool, archive, limits, budget, level, root)
+    else:
+        yield Member(display_name(full), _returning(stream))
+
+
+@contextmanager
+def _spooled(stream: BinaryIO, name: str) -> Iterator[BinaryIO]:
+    """A seekable copy of ``stream`` (a zip inside an archive or a pipe), removed afterwards."""
+    spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY)  # noqa: SIM115 - closed below
     try:
-        with gzip.open(path, "rb") as gz:
-            head = gz.read(512)
-    except (OSError, EOFError, zlib.error):
-        return False
-    return len(head) > 262 and head[257:262] == b"ustar"
-
-
-def _iter_tar_file(path: Path, name: str, limits: IngestLimits, budget: ReadBudget, depth: int) -> Iterator[Member]:
-    raw = path.open("rb")
-    try:
-        yield from _iter_tar_stream(raw, raw.tell, name, limits, budget, depth)
+        try:
+            shutil.copyfileobj(stream, spool, 1 << 16)
+        except DenpexError:
+            raise
+        except _DECODE_ERRORS as exc:
+            raise ArchiveError(f"{display_name(name)}: corrupt or truncated data ({exc})") from None
+        spool.seek(0)
+        yield cast(BinaryIO, spool)
     finally:
-        raw.close()
+        spool.close()
+
+
+def _depth_check(name: str, level: int, limits: IngestLimits) -> None:
+    if level > limits.max_depth:
+        raise InputTooLargeError(
+            f"{display_name(name)}: archives nested deeper than {limits.max_depth} (IngestLimits.max_depth)"
+        )
 
 
 def _iter_tar_stream(
-    raw: BinaryIO,
-    compressed_pos: Callable[[], int | None],
-    name: str,
-    limits: IngestLimits,
-    budget: ReadBudget,
-    depth: int,
+    stream: BinaryIO, name: str, limits: IngestLimits, budget: ReadBudget, level: int, root: _Gauge
 ) -> Iterator[Member]:
-    if depth > limits.max_depth:
-        raise InputTooLargeError(f"{name}: archives nested deeper than {limits.max_depth} (IngestLimits.max_depth)")
-    counted = io.BufferedReader(_Counting(raw, budget, compressed_pos), 1 << 16)
+    """The members of an uncompressed tar stream (already counted), read in one pass."""
+    _depth_check(name, level, limits)
+    shown = display_name(name)
     try:
-        tf = tarfile.open(fileobj=counted, mode="r|*")  # noqa: SIM115 - closed in finally below
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise ArchiveError(f"{name}: not a readable tar archive ({exc})") from None
+        tf = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - closed in finally below
+    except DenpexError:
+        raise
+    except (*_DECODE_ERRORS, ValueError) as exc:
+        raise ArchiveError(f"{shown}: not a readable tar archive ({exc})") from None
     try:
         while True:
             try:
                 info = tf.next()
-            except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-                raise ArchiveError(f"{name}: corrupt or truncated tar archive ({exc})") from None
+            except DenpexError:
+                raise
+            except (*_DECODE_ERRORS, ValueError) as exc:
+                raise ArchiveError(f"{shown}: corrupt or truncated tar archive ({exc})") from None
             if info is None:
                 break
             member_name = _check_member_name(name, info.name)
             if info.issym() or info.islnk():
-                raise UnsafeArchiveMemberError(f"{name}: archive member {info.name!r} is a link")
+                raise UnsafeArchiveMemberError(f"{shown}: archive member '{display_name(info.name)}' is a link")
             if info.ischr() or info.isblk() or info.isfifo() or info.isdev():
-                raise UnsafeArchiveMemberError(f"{name}: archive member {info.name!r} is a device or FIFO")
+                raise UnsafeArchiveMemberError(
+                    f"{shown}: archive member '{display_name(info.name)}' is a device or FIFO"
+                )
             if not info.isfile():
                 continue
             budget.add_member(member_name)
             fobj = tf.extractfile(info)
             if fobj is None:
                 continue
-            full = _join(name, member_name)
-            try:
-                head, data_stream = _read_head(fobj)  # type: ignore[arg-type]
-            except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-                raise ArchiveError(f"{name}: corrupt or truncated tar archive ({exc})") from None
-            kind = source_kind(head, member_name)
-            if kind == "plain":
-                yield Member(full, _returning(data_stream))
-            elif kind == "gzip":
-                inner = member_name[:-3] if member_name.lower().endswith(".gz") else member_name
-                yield Member(_join(name, inner), _gunzipping(data_stream))
-            else:
-                nested = io.BytesIO(data_stream.read())
-                yield from _iter_nested(nested, full, limits, budget, depth + 1, kind)
+            yield from _iter_stream(
+                cast(BinaryIO, fobj), member_name, name, limits, budget, level + 1, root, charged=True
+            )
     finally:
         tf.close()
 
 
-def _iter_nested(
-    data: io.BytesIO, name: str, limits: IngestLimits, budget: ReadBudget, depth: int, kind: str
+def _iter_zip(
+    fh: BinaryIO, name: str, limits: IngestLimits, budget: ReadBudget, level: int, root: _Gauge
 ) -> Iterator[Member]:
-    if depth > limits.max_depth:
-        raise InputTooLargeError(f"{name}: archives nested deeper than {limits.max_depth} (IngestLimits.max_depth)")
-    if kind == "zip":
-        yield from _iter_zip_obj(data, name, limits, budget, depth)
-    else:
-        yield from _iter_tar_stream(data, data.tell, name, limits, budget, depth)
-
-
-def _iter_zip(path: Path, name: str, limits: IngestLimits, budget: ReadBudget, depth: int) -> Iterator[Member]:
-    with path.open("rb") as fh:
-        yield from _iter_zip_obj(fh, name, limits, budget, depth)
-
-
-def _iter_zip_obj(fh: BinaryIO, name: str, limits: IngestLimits, budget: ReadBudget, depth: int) -> Iterator[Member]:
-    if depth > limits.max_depth:
-        raise InputTooLargeError(f"{name}: archives nested deeper than {limits.max_depth} (IngestLimits.max_depth)")
+    """The members of a zip archive (``fh`` is seekable); each member is a producer under ``root``."""
+    _depth_check(name, level, limits)
+    shown = display_name(name)
     try:
         zf = zipfile.ZipFile(fh)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
-        raise ArchiveError(f"{name}: not a readable zip archive ({exc})") from None
+        if isinstance(exc, UnicodeDecodeError):
+            raise ArchiveError(f"{shown}: a member name is marked UTF-8 but is not valid UTF-8") from None
+        raise ArchiveError(f"{shown}: not a readable zip archive ({exc})") from None
     with zf:
         for info in zf.infolist():
             member_name = _check_member_name(name, info.filename)
+            shown_member = display_name(info.filename)
             mode = info.external_attr >> 16
             if mode and stat.S_ISLNK(mode):
-                raise UnsafeArchiveMemberError(f"{name}: archive member {info.filename!r} is a link")
+                raise UnsafeArchiveMemberError(f"{shown}: archive member '{shown_member}' is a link")
             if mode and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)):
-                raise UnsafeArchiveMemberError(f"{name}: archive member {info.filename!r} is a device or FIFO")
+                raise UnsafeArchiveMemberError(f"{shown}: archive member '{shown_member}' is a device or FIFO")
             if info.is_dir():
                 continue
-            if (
-                info.file_size > limits.ratio_min_bytes
-                and info.file_size / max(info.compress_size, 1) > limits.max_compression_ratio
+            if info.file_size > limits.ratio_min_bytes and info.file_size > limits.max_compression_ratio * max(
+                info.compress_size, 1
             ):
                 raise InputTooLargeError(
-                    f"{name}: member {info.filename!r} declares a decompression ratio above "
-                    f"{limits.max_compression_ratio:g} (IngestLimits.max_compression_ratio): refusing a possible archive bomb"
+                    f"{shown}: member '{shown_member}' declares a decompression ratio above "
+                    f"{limits.max_compression_ratio:g} (IngestLimits.max_compression_ratio): "
+                    "refusing a possible archive bomb"
                 )
             budget.add_member(member_name)
             full = _join(name, member_name)
+            gauge = _Gauge(full, root, compressed=info.compress_type != zipfile.ZIP_STORED, consumed=info.compress_size)
             try:
-                with zf.open(info) as zraw:
-                    counted = io.BufferedReader(_Counting(zraw, budget, _constant(info.compress_size)), 1 << 16)  # type: ignore[arg-type]
-                    head = counted.peek(512)[:512]
-                    kind = source_kind(head, member_name)
-                    if kind == "plain":
-                        yield Member(full, _returning(counted))
-                    elif kind == "gzip":
-                        inner = member_name[:-3] if member_name.lower().endswith(".gz") else member_name
-                        yield Member(_join(name, inner), _gunzipping(counted))
-                    else:
-                        yield from _iter_nested(io.BytesIO(counted.read()), full, limits, budget, depth + 1, kind)
-            except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-                raise ArchiveError(f"{name}: corrupt member {info.filename!r} ({exc})") from None
-            except RuntimeError as exc:  # encrypted members
-                raise ArchiveError(f"{name}: cannot read member {info.filename!r} ({exc})") from None
+                zraw = zf.open(info)
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+                raise ArchiveError(f"{shown}: corrupt member '{shown_member}' ({exc})") from None
+            except (RuntimeError, NotImplementedError) as exc:  # encrypted, unsupported compression
+                raise ArchiveError(f"{shown}: cannot read member '{shown_member}' ({exc})") from None
+            with zraw:
+                counted = _buffered(_Counting(cast(BinaryIO, zraw), budget, gauge=gauge))
+                yield from _iter_stream(counted, member_name, name, limits, budget, level + 1, root, charged=True)
+
+
+def open_tar_stream(raw: BinaryIO, name: str, budget: ReadBudget) -> tarfile.TarFile:
+    """A tar archive read in one pass from ``raw``: plain, gzip, bzip2 or xz.
+
+    Its decompressed bytes are counted against ``budget`` (size and ratio, see the module
+    doc) as they stream; ``raw`` is not closed with the archive.
+    """
+    root = _Gauge(name)
+    head = raw.read(512)
+    root.consumed = len(head)
+    kind = _kind(head)
+    stream = cast(BinaryIO, _Chain(head, cast(BinaryIO, _Metered(raw, root, _root_feed(kind)))))
+    if kind in _COMPRESSED:
+        stream = _decompressing(stream, kind, name, budget, root)
+    else:
+        stream = _buffered(_Counting(stream, budget, gauge=root))
+    try:
+        return tarfile.open(fileobj=stream, mode="r|")
+    except DenpexError:
+        raise
+    except (*_DECODE_ERRORS, ValueError) as exc:
+        raise ArchiveError(f"{display_name(name)}: not a readable tar archive ({exc})") from None
 
 
 def iter_bytes_members(
@@ -429,34 +784,30 @@ def iter_bytes_members(
 ) -> Iterator[Member]:
     """Yield the text members of one file held in memory (a member of a batch archive).
 
-    ``data`` may be a plain log, gzip-compressed, or an archive (tar, tar.gz, zip), read with
-    the same checks and limits as files on disk.
+    ``data`` may be a plain log, compressed (gzip, bzip2, xz), or an archive (tar, tar.gz,
+    zip...), read with the same checks and limits as files on disk.
     """
-    kind = source_kind(data[:512], name)
-    if kind == "plain":
-        budget.add_member(name)
-        yield Member(name, lambda: io.BufferedReader(_Counting(io.BytesIO(data), budget, lambda: None), 1 << 16))
-    elif kind == "gzip":
-        inner = name[:-3] if name.lower().endswith(".gz") else name
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as gz:
-                head = gz.read(512)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ArchiveError(f"{name}: corrupt gzip data ({exc})") from None
-        if len(head) > 262 and head[257:262] == b"ustar":
-            buf = io.BytesIO(data)
-            yield from _iter_tar_stream(buf, buf.tell, name, limits, budget, depth)
-        else:
-            budget.add_member(inner)
-            yield Member(inner, lambda: _gunzip_bytes(data, budget))
-    else:
-        yield from _iter_nested(io.BytesIO(data), name, limits, budget, depth, kind)
+    root = _Gauge(name)
+    budget.add_member(name)
+    stream = cast(BinaryIO, _Metered(io.BytesIO(data), root, _root_feed(_kind(data[:512]))))
+    yield from _iter_stream(stream, name, "", limits, budget, depth, root, charged=False)
 
 
-def _gunzip_bytes(data: bytes, budget: ReadBudget) -> BinaryIO:
-    raw = io.BytesIO(data)
-    gz = gzip.GzipFile(fileobj=raw, mode="rb")
-    return io.BufferedReader(_Counting(_Closing(gz, raw), budget, raw.tell), 1 << 16)  # type: ignore[arg-type]
+def iter_stream_members(stream: BinaryIO, name: str, limits: IngestLimits, budget: ReadBudget) -> Iterator[Member]:
+    """Yield the text members of a binary stream read once, front to back (e.g. standard input).
+
+    The stream may be a plain log, compressed, or an archive (a zip is spooled first).
+    It is not closed.
+    """
+    root = _Gauge(name)
+    head = stream.read(512)
+    if not isinstance(head, bytes):
+        raise InvalidInputError(f"{display_name(name)}: expected a binary stream (e.g. sys.stdin.buffer)")
+    root.consumed = len(head)
+    rest = cast(BinaryIO, _Metered(cast(BinaryIO, _Unclosable(stream)), root, _root_feed(_kind(head))))
+    raw = cast(BinaryIO, _Chain(head, rest))
+    budget.add_member(name)
+    yield from _iter_stream(raw, name, "", limits, budget, 0, root, charged=False)
 
 
 @contextmanager
