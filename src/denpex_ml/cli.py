@@ -2,7 +2,11 @@
 
 Exit codes: 0 success; 1 some jobs/items failed (batch commands); 2 usage error;
 3 input error (a :class:`~denpex_ml.errors.DenpexError`: bad path, archive, taxonomy...);
-4 a retrained model failed its promotion gate.
+4 a retrained model failed its promotion gate while a promotion was asked for (``--promote-to``).
+
+``-v``/``-vv`` (info, debug logging of denpex_ml on stderr) and ``-q`` (errors only; no progress
+or summary where a command has them) are accepted before or after the subcommand. Also run as
+``python -m denpex_ml``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ EXIT_INPUT_ERROR = 3
 EXIT_GATE_FAILED = 4
 
 Handler = Callable[[argparse.Namespace], int]
+
+log = logging.getLogger("denpex_ml.cli")
 
 
 def _console() -> Console:
@@ -159,7 +165,15 @@ def _cmd_classify(args: argparse.Namespace) -> int:
         print("denpex-ml classify: error: give a PATH (or '-' for stdin)", file=sys.stderr)
         return EXIT_USAGE
     model = load_model(args.model, taxonomy_dirs=args.taxonomy) if (args.model or args.taxonomy) else default_model()
-    d = model.classify(text=sys.stdin.read()) if args.path == "-" else model.classify(args.path)
+    if args.path == "-":  # streamed: long lines are cut while reading, memory stays flat
+        from time import perf_counter
+
+        from denpex_ml.logs.ingest import read_stream
+
+        t0 = perf_counter()
+        d = model.diagnose(read_stream(sys.stdin.buffer, name="<stdin>"), started=t0)
+    else:
+        d = model.classify(args.path)
     if args.json:
         print(json.dumps(d.to_dict(), indent=2))
     else:
@@ -280,8 +294,9 @@ def _add_retrain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         description=(
             "Retrain from the base model's own recipe plus new incidents (and taxonomy entries), "
             "re-using cached features; then compare base and candidate on the same data (promotion gate). "
-            "Exit 0: gate passed (promoted if --promote-to or the mlflow registry), 4: gate failed (what "
-            "regressed is printed and in OUT/gate.md)."
+            "Exit 0: the candidate was written (and promoted with --promote-to or in the mlflow registry "
+            "when its gate passed); what regressed is printed and in OUT/gate.md. Exit 4 only when "
+            "--promote-to was given and the gate failed (nothing promoted)."
         ),
     )
     p.add_argument("--base", default=None, metavar="DIR", help="current model (default: the shipped model)")
@@ -351,12 +366,22 @@ def _cmd_retrain(args: argparse.Namespace) -> int:
             + (f", registered version {result.registered_version}" if result.registered_version else ""),
             file=sys.stderr,
         )
-    where = f"; promoted to {args.promote_to}" if result.promoted and args.promote_to else ""
+    for line in gate.regressions:
+        print(f"regressed: {line}", file=sys.stderr)
+    if gate.regressed_classes:
+        print(f"classes that regressed: {', '.join(gate.regressed_classes)}", file=sys.stderr)
+    if result.promoted and args.promote_to:
+        where = f"; promoted to {args.promote_to}"
+    elif args.promote_to:
+        where = f"; NOT promoted to {args.promote_to}"
+    else:
+        where = "; no promotion asked for (--promote-to)"
     print(
-        f"model written to {result.model_dir} in {result.seconds:.0f} s; gate {'passed' if gate.passed else 'FAILED'}{where} (report: {result.model_dir / 'gate.md'})",
+        f"model written to {result.model_dir} in {result.seconds:.0f} s; gate {'passed' if gate.passed else 'FAILED'}"
+        f"{where} (report: {result.model_dir / 'gate.md'})",
         file=sys.stderr,
     )
-    return EXIT_OK if gate.passed else EXIT_GATE_FAILED
+    return EXIT_GATE_FAILED if args.promote_to and not gate.passed else EXIT_OK
 
 
 # -- eval -----------------------------------------------------------------------------------
@@ -441,6 +466,45 @@ class _progress:
         self._bar.__exit__(None, None, None)
 
 
+# -- mlflow-log -----------------------------------------------------------------------------
+def _add_mlflow_log(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "mlflow-log",
+        help="log a model directory (default: the shipped model) to mlflow as a pyfunc; optionally register it",
+        description=(
+            "Log a model directory to the mlflow tracking server (MLFLOW_TRACKING_URI, default "
+            "sqlite:///mlflow.db here) as a pyfunc that predicts on a DataFrame with a 'text' and/or "
+            "'path' column; no retraining. Prints the run id and the model URI."
+        ),
+    )
+    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
+    p.add_argument("--register", metavar="NAME", help="also register it in the model registry as NAME")
+    p.add_argument("--experiment", default="denpex-ml", help="mlflow experiment name (default denpex-ml)")
+    p.add_argument("--run-name", metavar="NAME", help="mlflow run name")
+    p.set_defaults(handler=_cmd_mlflow_log)
+
+
+def _cmd_mlflow_log(args: argparse.Namespace) -> int:
+    from denpex_ml.model.persistence import read_model_dir
+
+    if args.model is not None:
+        read_model_dir(args.model)  # a bad directory is an input error before mlflow starts
+    import mlflow
+
+    from denpex_ml.mlflow_model import log_model
+    from denpex_ml.tracking import tracking_uri
+
+    mlflow.set_tracking_uri(tracking_uri())
+    mlflow.set_experiment(args.experiment)
+    with mlflow.start_run(run_name=args.run_name) as run:
+        info = log_model(args.model, registered_model_name=args.register)
+    print(f"mlflow run {run.info.run_id} ({tracking_uri()})")
+    print(f"model: {info.model_uri}")
+    if args.register:
+        print(f"registered: models:/{args.register}/{info.registered_model_version}")
+    return EXIT_OK
+
+
 def _add_incidents(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from denpex_ml.cli_incidents import add_parser
 
@@ -461,46 +525,104 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser
     "eval": _add_eval,
     "retrain": _add_retrain,
     "ingest": _add_ingest,
+    "mlflow-log": _add_mlflow_log,
     "synth": _add_synth,
     "taxonomy": _add_taxonomy,
     "train": _add_train,
 }
 
 
+def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """``-v``/``-q`` on every parser; below the top they default to SUPPRESS, so a value given
+    before the subcommand stays unless repeated after it."""
+    default_v: object = 0 if top else argparse.SUPPRESS
+    default_q: object = False if top else argparse.SUPPRESS
+    taken = parser._option_string_actions
+    if "-v" not in taken:
+        parser.add_argument(
+            "-v", "--verbose", action="count", default=default_v, help="more logging (-v info, -vv debug)"
+        )
+    flags = [f for f in ("-q", "--quiet") if f not in taken]
+    if flags:  # `score` has its own --quiet (same dest): -q is added beside it
+        parser.add_argument(*flags, dest="quiet", action="store_true", default=default_q, help="errors only")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse._SubParsersAction[argparse.ArgumentParser]]:
+    return [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+
+
+def _add_common_everywhere(parser: argparse.ArgumentParser) -> None:
+    for action in _subparsers(parser):
+        for child in set(action.choices.values()):
+            _add_common(child, top=False)
+            _add_common_everywhere(child)
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)parser that ``args`` went through (its usage is the one to show)."""
+    for action in _subparsers(parser):
+        name = getattr(args, action.dest, None)
+        if isinstance(name, str) and name in action.choices:
+            return _chosen(action.choices[name], args)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``denpex-ml`` parser: one subcommand per entry of :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(
         prog="denpex-ml",
         description="Diagnose failed distributed deep-learning jobs from their logs.",
         epilog="Exit codes: 0 ok, 1 some items failed, 2 usage error, 3 input error, 4 promotion gate failed.",
     )
     parser.add_argument("--version", action="version", version=f"denpex-ml {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
+    _add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS.values():
         add(sub)
+    _add_common_everywhere(parser)
     return parser
+
+
+def configure_logging(verbose: int, quiet: bool) -> None:
+    """denpex_ml's log records on stderr: warnings by default, info with ``-v``, debug with
+    ``-vv``, errors only with ``-q``; other libraries stay at warnings (errors with ``-q``)."""
+    level = logging.ERROR if quiet else logging.WARNING - 10 * min(verbose, 2)
+    root = logging.getLogger()
+    if not root.handlers:  # as logging.basicConfig: a host that set up logging keeps its handlers
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(logging.ERROR if quiet else logging.WARNING)
+    logging.getLogger("denpex_ml").setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (testable without a subprocess)."""
+    import time
+
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # shown with the usage of the subcommand they were given to
+            _chosen(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    configure_logging(args.verbose, args.quiet)
+    log.info("denpex-ml %s %s", __version__, args.command)
     handler: Handler = args.handler
+    t0 = time.perf_counter()
     try:
-        return handler(args)
+        code = handler(args)
     except DenpexError as exc:
         print(f"denpex-ml: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT_ERROR
+        code = EXIT_INPUT_ERROR
     except BrokenPipeError:  # e.g. `denpex-ml ... | head`
-        return EXIT_OK
+        code = EXIT_OK
     except KeyboardInterrupt:
         print("denpex-ml: interrupted", file=sys.stderr)
-        return 130
+        code = 130
+    log.info("%s finished in %.2f s, exit code %d", args.command, time.perf_counter() - t0, code)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

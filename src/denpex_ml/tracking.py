@@ -57,17 +57,7 @@ def log_training_run(
         if model_dir is not None:
             mlflow.log_artifacts(str(model_dir), artifact_path="model_dir")
             if log_pyfunc:
-                import pandas as pd
+                from denpex_ml.mlflow_model import log_model
 
-                from denpex_ml import __version__
-
-                mlflow.pyfunc.log_model(
-                    name="model",
-                    python_model=str(Path(__file__).with_name("mlflow_model.py")),
-                    artifacts={"model_dir": str(model_dir)},
-                    pip_requirements=[f"denpex-ml=={__version__}"],
-                    input_example=pd.DataFrame(
-                        {"text": ["[rank1]: torch.OutOfMemoryError: CUDA out of memory."], "path": [""]}
-                    ),
-                )
+                log_model(model_dir)
         return str(run.info.run_id)

@@ -44,7 +44,7 @@ from denpex_ml.errors import (
     UnsafeArchiveMemberError,
 )
 from denpex_ml.logs.limits import IngestLimits
-from denpex_ml.logs.sources import ReadBudget, _Counting, check_member_name, source_kind
+from denpex_ml.logs.sources import ReadBudget, _Counting, check_member_name, open_tar_stream, source_kind
 
 __all__ = ["Batch", "BatchLimits", "Job", "JobPattern", "discover_jobs"]
 
@@ -220,18 +220,13 @@ def _classify_tar_member(archive: str, info: tarfile.TarInfo) -> _Entry:
     return _Entry(name, is_file=info.isfile())
 
 
-def _open_counted(path: Path, budget: ReadBudget) -> tuple[BinaryIO, BinaryIO]:
-    raw = path.open("rb")
-    return raw, io.BufferedReader(_Counting(raw, budget, raw.tell), 1 << 16)
-
-
 def _tar_stream(path: Path, budget: ReadBudget) -> tuple[BinaryIO, tarfile.TarFile]:
-    raw, counted = _open_counted(path, budget)
-    try:
-        return raw, tarfile.open(fileobj=counted, mode="r|*")
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+    raw = path.open("rb")
+    try:  # decompressed bytes are counted as they stream (size and ratio: bombs are refused early)
+        return raw, open_tar_stream(raw, path.name, budget)
+    except BaseException:
         raw.close()
-        raise ArchiveError(f"{path.name}: not a readable tar archive ({exc})") from None
+        raise
 
 
 def _tar_entries(path: Path, budget: ReadBudget) -> list[_Entry]:
@@ -582,3 +577,49 @@ def discover_jobs(
     :class:`Job` with ``error`` set.
     """
     return Batch(path, pattern=pattern, exclude=exclude, limits=limits)
+
+
+# -- one job or several? --------------------------------------------------------------------------
+#: Folder names that read as the nodes of one job (``node-a/rank0.log``, ``worker-3/``), not jobs.
+_NODE_FOLDER = re2.compile(r"(?i)^(node|host|worker|rank|gpu|ip|pod|machine|server|slave|master)([-_.]?[\w.-]*)?$")
+
+
+def several_jobs_warning(sources: Sequence[str], name: str) -> str | None:
+    """A warning when the files read as one job look like the folders of several jobs.
+
+    ``sources`` are the file names a :class:`~denpex_ml.logs.LogBundle` was read from
+    (``bundle.sources``: relative to a directory, or ``<archive>/<member>``); ``name`` is the
+    path the user gave. Several jobs: at least two top-level folders (after a single enclosing
+    folder is looked through) that hold a file of the same name (each has its ``job.log`` or
+    ``rank0.log``), unless the folders are named like the nodes of one job (``node-a``,
+    ``host1``, ``worker-3``, ``ip-10-0-0-1``...). ``classify`` then merges them into one
+    diagnosis; ``denpex-ml score`` / :func:`~denpex_ml.batch.score_archive` scores each.
+
+    >>> several_jobs_warning(["a/job.log", "b/job.log", "c/job.log"], "jobs/") is not None
+    True
+    >>> several_jobs_warning(["node-a/rank0.log", "node-b/rank0.log"], "job/") is None
+    True
+    """
+    parts = [PurePosixPath(s).parts for s in sources if s]
+    base = Path(name).name
+    if parts and all(len(p) > 1 and p[0] == base for p in parts):  # <archive>/<member>
+        parts = [p[1:] for p in parts]
+    while parts and all(len(p) > 1 for p in parts) and len({p[0] for p in parts}) == 1:
+        parts = [p[1:] for p in parts]  # one enclosing folder: ``tar czf jobs.tar.gz jobs/``
+    by_file: defaultdict[str, set[str]] = defaultdict(set)
+    folders: set[str] = set()
+    for p in parts:
+        if len(p) > 1:
+            folders.add(p[0])
+            by_file["/".join(p[1:])].add(p[0])
+    if len(folders) < 2 or all(_NODE_FOLDER.fullmatch(f) for f in folders):
+        return None
+    repeated = max(by_file.items(), key=lambda kv: (len(kv[1]), kv[0].endswith((".log", ".txt", ".gz"))))
+    if len(repeated[1]) < 2:
+        return None
+    shown = ", ".join(sorted(folders)[:3]) + (", ..." if len(folders) > 3 else "")
+    return (
+        f"{name} looks like several jobs ({len(folders)} folders such as {shown} each hold {repeated[0]}) but was "
+        f"read as ONE job and diagnosed together; to diagnose each job: denpex-ml score {name} -o results.jsonl "
+        "(or score_archive)"
+    )

@@ -16,7 +16,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
-import multiprocessing as mp
 import os
 import signal
 import sys
@@ -26,6 +25,7 @@ from collections.abc import Collection, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -268,6 +268,21 @@ def _score_in_worker(job: Job, token: int = -1) -> JobResult:
     return score_job(_WORKER_MODEL, job, limits=_WORKER_LIMITS)
 
 
+def worker_context() -> BaseContext:
+    """The start method of worker processes: a fresh interpreter that never imports ``__main__``.
+
+    multiprocessing's ``spawn`` re-runs the caller's script in every worker, so a plain script
+    without an ``if __name__ == "__main__":`` guard would start a pool inside each worker and
+    every worker would die. loky (joblib's process backend; joblib comes with scikit-learn)
+    starts workers like ``spawn`` (fork + exec, nothing inherited) but skips ``__main__``: the
+    workers need nothing from it, only :mod:`denpex_ml`. Notebooks work the same way.
+    """
+    from joblib.externals.loky.backend.context import get_context
+
+    ctx: BaseContext = get_context("loky")
+    return ctx
+
+
 class _Pool:
     """A process pool that survives workers dying and jobs that never end.
 
@@ -293,12 +308,12 @@ class _Pool:
         self.spec = spec
         self.limits = limits
         self.job_timeout = job_timeout or None
-        self._ctx = mp.get_context("spawn")
+        self._ctx = worker_context()
         self.events: Any = None
         self.executor = self._new()
 
     def _new(self) -> ProcessPoolExecutor:
-        # spawn: no inherited threads or locks (progress bar, BLAS) in the workers; a fresh
+        # a fresh interpreter: no inherited threads or locks (progress bar, BLAS) in the workers; a fresh
         # event queue per pool, so a worker killed while writing to it cannot block the next
         self.events = self._ctx.SimpleQueue() if self.job_timeout else None
         return ProcessPoolExecutor(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -17,7 +18,7 @@ from denpex_ml.features.fingerprints import FingerprintMatcher
 from denpex_ml.hang.advice import advise
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
 from denpex_ml.logs import IngestLimits, LogBundle, LogSource, read_logs
-from denpex_ml.model.diagnosis import Diagnosis, Evidence
+from denpex_ml.model.diagnosis import Alternative, Diagnosis, Evidence
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import find_initiator
@@ -104,6 +105,13 @@ class DenpexModel:
         if limits is not None and not isinstance(limits, IngestLimits):
             raise InvalidInputError(f"classify: limits must be an IngestLimits or None, got {type(limits).__name__}")
         bundle = read_logs(source, text=text, limits=limits)
+        if isinstance(source, (str, os.PathLike)):
+            from denpex_ml.batch.jobs import several_jobs_warning
+
+            warning = several_jobs_warning(bundle.sources, os.fspath(source))
+            if warning is not None:  # in Diagnosis.stats["warnings"], and on stderr through logging
+                bundle.warnings.append(warning)
+                logging.getLogger(__name__).warning("%s", warning)
         return self.diagnose(bundle, started=t0)
 
     #: Abstention on hang / transport answers looks at the whole family: a known hang worded
@@ -166,7 +174,7 @@ class DenpexModel:
 
     def _diagnosis(self, a: JobAnalysis, proba: np.ndarray, t0: float) -> Diagnosis:
         order = np.argsort(-proba)
-        alternatives = [(self.labels[int(i)], float(proba[i])) for i in order[:5]]
+        alternatives = [Alternative(self.labels[int(i)], float(proba[i])) for i in order[:5]]
         label, confidence, best = self._decide(a, proba)
         answered = label not in (UNKNOWN_ID, NO_FAILURE_ID)
         verdict = find_initiator(a.bundle, a.hits, a.structure, best if answered else None)

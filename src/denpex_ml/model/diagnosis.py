@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from denpex_ml.hang.advice import HangAdvice
 from denpex_ml.hang.analysis import HangReport
 from denpex_ml.taxonomy import UNKNOWN_ID, Entry
 from denpex_ml.taxonomy.groups import NO_FAILURE_ID
 
-__all__ = ["Diagnosis", "Evidence"]
+__all__ = ["Alternative", "Diagnosis", "Evidence"]
+
+#: Alternatives below this probability are left out of the text (they would read "0%").
+MIN_SHOWN_PROBABILITY = 0.005
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,30 @@ class Evidence:
         }
 
 
-@dataclass(frozen=True)
+class Alternative(NamedTuple):
+    """A taxonomy entry the model considered, with its probability.
+
+    A tuple (``label, p = alt``) that also reads like a batch row's alternatives
+    (:attr:`denpex_ml.batch.JobResult.alternatives`: ``{"label": ..., "probability": ...}``):
+    ``alt["label"]``, ``alt["probability"]`` and ``alt.to_dict()`` give the same values.
+    """
+
+    label: str
+    probability: float
+
+    def __getitem__(self, key: Any) -> Any:  # also by field name, like a batch row
+        if isinstance(key, str):
+            if key not in self._fields:
+                raise KeyError(key)
+            return getattr(self, key)
+        return tuple.__getitem__(self, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"label": ..., "probability": ...}`` (probability rounded to 4 places), as in batch rows."""
+        return {"label": self.label, "probability": round(float(self.probability), 4)}
+
+
+@dataclass(frozen=True, repr=False)
 class Diagnosis:
     """What failed, how sure the model is, where it started, and what to do.
 
@@ -45,10 +72,13 @@ class Diagnosis:
         A taxonomy id; ``"unknown"`` when the model abstains (a failure no entry fits);
         ``"no-failure"`` when the logs show no failure (healthy, still running, cancelled).
     confidence:
-        Calibrated probability of ``label``. When abstaining it is the probability mass
-        *not* on the best taxonomy entry (how likely it is that none applies).
+        Calibrated probability of ``label``. When abstaining (``unknown``) it is
+        ``1 - alternatives[0].probability``: the probability that the closest entry is wrong.
     alternatives:
-        Top taxonomy entries with their probabilities, best first.
+        Top taxonomy entries with their probabilities, best first (:class:`Alternative`:
+        ``(label, probability)`` tuples that also read ``alt["label"]`` like batch rows). They
+        come from one distribution over the taxonomy, so they sum to at most 1; for ``unknown``
+        the first one is the closest entry (``best_guess``).
     initiating_rank:
         The rank that failed first, or ``None`` when the log does not show it.
     evidence:
@@ -63,7 +93,7 @@ class Diagnosis:
 
     label: str
     confidence: float
-    alternatives: list[tuple[str, float]]
+    alternatives: list[Alternative]
     initiating_rank: int | None
     entry: Entry
     evidence: list[Evidence] = field(default_factory=list)
@@ -72,6 +102,10 @@ class Diagnosis:
     stats: dict[str, Any] = field(default_factory=dict)
     hang: HangReport | None = None
     advice: HangAdvice | None = None
+
+    def __post_init__(self) -> None:
+        alts = [a if isinstance(a, Alternative) else Alternative(str(a[0]), float(a[1])) for a in self.alternatives]
+        object.__setattr__(self, "alternatives", alts)
 
     @property
     def abstained(self) -> bool:
@@ -96,7 +130,7 @@ class Diagnosis:
             "abstained": self.abstained,
             "no_failure": self.no_failure,
             "best_guess": self.best_guess,
-            "alternatives": [{"label": lab, "probability": round(float(p), 4)} for lab, p in self.alternatives],
+            "alternatives": [a.to_dict() for a in self.alternatives],
             "initiating_rank": self.initiating_rank,
             "initiating_reason": self.initiating_reason,
             "evidence": [ev.to_dict() for ev in self.evidence],
@@ -108,16 +142,36 @@ class Diagnosis:
             "stats": dict(self.stats),
         }
 
-    def summary(self, *, max_evidence: int = 6) -> str:
-        """A plain-text on-call summary: what, how sure, where, the proof and the fix."""
+    def shown_alternatives(self, limit: int = 3) -> list[Alternative]:
+        """The alternatives worth reading next to ``label``: not ``label`` itself, none that
+        would read 0%; for ``unknown`` the closest entries (the first is ``best_guess``)."""
+        rest = self.alternatives if self.label not in {a.label for a in self.alternatives} else self.alternatives[1:]
+        return [a for a in rest if a.label != self.label and a.probability >= MIN_SHOWN_PROBABILITY][:limit]
+
+    def headline(self) -> str:
+        """One line: title, id and how sure (for ``unknown``: how close the closest entry is)."""
         e = self.entry
-        out = [f"{e.title}  [{self.label}]  confidence {self.confidence:.0%}"]
-        if self.abstained and self.best_guess:
-            out.append(f"  no taxonomy entry fits well; closest: {self.best_guess}")
+        if self.abstained:
+            closest = self.alternatives[0] if self.alternatives else None
+            if closest is not None:
+                return (
+                    f"{e.title}  [{self.label}]  no taxonomy entry fits well: the closest, "
+                    f"{closest.label}, has {closest.probability:.0%}"
+                )
+            return f"{e.title}  [{self.label}]"
+        return f"{e.title}  [{self.label}]  confidence {self.confidence:.0%}"
+
+    def summary(self, *, max_evidence: int = 6) -> str:
+        """A plain-text on-call summary: what, how sure, where, the proof and the fix
+        (also ``str(diagnosis)``)."""
+        e = self.entry
+        out = [self.headline()]
         rank = "not shown in the log" if self.initiating_rank is None else f"rank {self.initiating_rank}"
         out.append(f"First failing rank: {rank}" + (f" ({self.initiating_reason})" if self.initiating_reason else ""))
-        if self.alternatives[1:]:
-            out.append("Also possible: " + ", ".join(f"{lab} {p:.0%}" for lab, p in self.alternatives[1:4]))
+        shown = self.shown_alternatives(4 if self.abstained else 3)
+        if shown:
+            lead = "Closest entries: " if self.abstained else "Also possible: "
+            out.append(lead + ", ".join(f"{a.label} {a.probability:.0%}" for a in shown))
         if self.hang is not None:
             out += self.hang.summary_lines()
         if self.advice is not None:
@@ -138,3 +192,58 @@ class Diagnosis:
             out.append("Confirm:")
             out += [f"  - {c}" for c in e.confirm]
         return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        """Short (under 300 characters): the answer, not the evidence (``str()`` has it all)."""
+        alts = ", ".join(f"({a.label!r}, {a.probability:.3f})" for a in self.alternatives[:2])
+        text = (
+            f"Diagnosis(label={self.label!r}, confidence={self.confidence:.3f}, "
+            f"initiating_rank={self.initiating_rank!r}, alternatives=[{alts}"
+            f"{', ...' if len(self.alternatives) > 2 else ''}], evidence=<{len(self.evidence)} lines>)"
+        )
+        return text if len(text) < 300 else text[:295] + "...)"
+
+    def _repr_html_(self) -> str:
+        """The summary as HTML for notebooks (every piece of log or taxonomy text is escaped)."""
+
+        def esc(value: object) -> str:
+            return html.escape(str(value), quote=True)
+
+        e = self.entry
+        rank = "not shown in the log" if self.initiating_rank is None else f"rank {self.initiating_rank}"
+        parts = [
+            '<div class="denpex-diagnosis">',
+            f"<p><b>{esc(e.title)}</b> <code>{esc(self.label)}</code> &mdash; "
+            + esc(self.headline().split("]  ", 1)[-1])
+            + "</p>",
+            f"<p>First failing rank: {esc(rank)}"
+            + (f" ({esc(self.initiating_reason)})" if self.initiating_reason else "")
+            + "</p>",
+        ]
+        shown = self.shown_alternatives(4 if self.abstained else 3)
+        if shown:
+            lead = "Closest entries" if self.abstained else "Also possible"
+            parts.append(
+                f"<p>{lead}: " + ", ".join(f"<code>{esc(a.label)}</code> {a.probability:.0%}" for a in shown) + "</p>"
+            )
+        if self.evidence:
+            parts.append("<table><tr><th>where</th><th>line</th><th>why</th></tr>")
+            for ev in self.evidence[:6]:
+                where = f"rank {ev.rank}" if ev.rank is not None else ev.stream
+                parts.append(
+                    f"<tr><td>{esc(where)} {esc(ev.source)}:{ev.line}</td>"
+                    f"<td><code>{esc(ev.text[:200])}</code></td><td>{esc(ev.why)}</td></tr>"
+                )
+            parts.append("</table>")
+        parts.append(f"<p><b>Root cause:</b> {esc(e.root_cause.strip())}</p>")
+        if e.fix:
+            parts.append("<p><b>Fix:</b></p><ol>")
+            for step in e.fix:
+                cmds = "".join(f"<br><code>{esc(c)}</code>" for c in step.commands)
+                parts.append(f"<li>{esc(step.step)}{cmds}</li>")
+            parts.append("</ol>")
+        parts.append("</div>")
+        return "\n".join(parts)

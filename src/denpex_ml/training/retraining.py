@@ -68,8 +68,23 @@ class GateReport:
     regressions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def regressed_classes(self) -> list[str]:
+        """The classes whose F1 dropped beyond ``class_tolerance`` on some data set (with at
+        least ``min_support`` rows), in order of first appearance."""
+        out: list[str] = []
+        for rows in self.per_class.values():
+            for r in rows:
+                if (
+                    r["support"] >= self.min_support
+                    and r["f1_candidate"] < r["f1_base"] - self.class_tolerance
+                    and r["label"] not in out
+                ):
+                    out.append(r["label"])
+        return out
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "regressed_classes": self.regressed_classes}
 
     def markdown(self) -> str:
         out = [
@@ -449,7 +464,9 @@ def retrain(
         {**base_cfg.to_dict(), "extra_data": [*base_cfg.extra_data, *files], "taxonomy_dirs": tax_dirs}
     )
     cache = Path(cache_dir) if cache_dir is not None else cache_root()
+    log.info("retrain: base %s, %d incident file(s), cache %s -> %s", base_dir, len(files), cache, out_dir)
     trained = train(cfg, out=out_dir, progress=progress, baselines=False, cache_dir=cache)
+    log.info("retrain: candidate written to %s; comparing it with the base (promotion gate)", out_dir)
     gate = compare_models(
         base_dir,
         out_dir,
@@ -475,8 +492,10 @@ def retrain(
     (out_dir / "gate.json").write_text(json.dumps(gate.to_dict(), indent=1) + "\n", encoding="utf-8")
     (out_dir / "gate.md").write_text(gate.markdown(), encoding="utf-8")
     (out_dir / "lineage.json").write_text(json.dumps(lineage, indent=1) + "\n", encoding="utf-8")
+    log.info("retrain: gate %s; regressions: %s", "passed" if gate.passed else "failed", gate.regressions or "none")
     if gate.passed and promote_to is not None:
         _promote(out_dir, Path(promote_to))
+        log.info("retrain: promoted to %s", promote_to)
     # promoted: copied to ``promote_to`` and/or made the registry's champion
     promoted = gate.passed and (promote_to is not None or (track and register))
     result = RetrainResult(out_dir, trained, gate, promoted, lineage, 0.0)
