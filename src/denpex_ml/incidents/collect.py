@@ -16,7 +16,7 @@ from pathlib import Path
 from denpex_ml.dataset.incident import check_log_key
 from denpex_ml.errors import DatasetError, InvalidInputError, NotALogError
 from denpex_ml.logs.limits import IngestLimits
-from denpex_ml.logs.masking import DEFAULT_RULES
+from denpex_ml.logs.masking import mask_secrets as _mask_secrets
 from denpex_ml.logs.normalize import looks_binary, sniff_encoding
 from denpex_ml.logs.sources import ReadBudget, iter_members, opened
 
@@ -43,10 +43,7 @@ _NOT_HOSTS = frozenset({"localhost", "unknown", "none", "null", "n/a"})
 
 def mask_secrets(text: str) -> str:
     """Secrets, e-mails and user names masked (no host/IP pseudonyms: keeps URLs whole)."""
-    for rule in DEFAULT_RULES:
-        if not rule.gate or rule.gate_re.search(text) is not None:
-            text = rule.pattern.sub(rule.replacement, text)
-    return text
+    return _mask_secrets(text)
 
 
 def bracket_hosts(text: str) -> set[str]:

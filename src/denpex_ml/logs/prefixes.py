@@ -40,9 +40,12 @@ _MPI = re.compile(r"\[\d+,(\d{1,6})\]<std(?:out|err)>:[ ]?")
 _SRUN = re.compile(r"[ ]{0,5}(\d{1,6}): ")
 _RAY = re.compile(r"\(([A-Za-z_][\w.]*) pid=(\d+)(?:, ip=([\w.:<>-]+))?(?:, [^)]*)?\)[ ]?")
 _UCX = re.compile(r"\[([A-Za-z0-9][\w.-]*):(\d+) *:\d+:\d+\] *")
-# pdsh / DeepSpeed / mpirun --tag-output host prefixes: "node-a: ...", "10.0.0.1: ...", "gpu017: ..."
+# pdsh / DeepSpeed / mpirun --tag-output host prefixes: "node-a: ...", "10.0.0.1: ...", "gpu017: ...".
+# A name holds a digit before its first dot, or is hyphenated. Possessive runs (never given back:
+# what follows them cannot be part of them) keep a long name without ": " linear, not quadratic.
 _HOST = re.compile(
-    r"((?:\d{1,3}(?:\.\d{1,3}){3})|ip-\d+|(?:[A-Za-z][\w-]*\d[\w.-]*)|(?:[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*)): "
+    r"((?:\d{1,3}(?:\.\d{1,3}){3})|ip-\d+|(?:[A-Za-z](?:[^\W\d]|-)*+\d[\w.-]*+)"
+    r"|(?:[a-z][a-z0-9]*+(?:-[a-z0-9]++)++(?:\.[\w-]++)*+)): "
 )
 _NOT_HOST_SUFFIX = ("error", "exception", "warning", "warn", "info", "debug", "note")
 _NCCL_DEBUG = re.compile(r"([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[(\d+)\] (?=NCCL|[\w/.-]+:\d+ NCCL)")
