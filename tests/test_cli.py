@@ -50,3 +50,18 @@ def test_classify_json_with_a_model(tiny_model_dir: Path, capsys: pytest.Capture
     assert main(["classify", str(job), "--model", str(tiny_model_dir), "--json"]) == EXIT_OK
     d = json.loads(capsys.readouterr().out)
     assert d["best_guess"] == "cuda-oom" and d["fix"]
+
+
+def test_error_messages_are_masked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    import tarfile
+
+    archive = tmp_path / "a.tar"
+    with tarfile.open(archive, "w") as tf:
+        info = tarfile.TarInfo("../alice@example.com-10.1.2.3.log")
+        info.size = 6
+        tf.addfile(info, io.BytesIO(b"hello\n"))
+    assert main(["classify", str(archive)]) == EXIT_INPUT_ERROR
+    err = capsys.readouterr().err
+    assert "contains '..'" in err  # the error still says what is wrong
+    assert "alice" not in err and "example.com" not in err

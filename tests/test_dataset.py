@@ -526,3 +526,10 @@ def test_import_script_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     assert rc == 1
     assert f"{src}:1: field complete: missing" in capsys.readouterr().err
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_label_suggestion_names_each_candidate_once() -> None:
+    from denpex_ml.dataset.incident import _check_label
+
+    msg = _check_label("unknwn", ["cuda-oom", "unknown"])
+    assert msg is not None and msg.count("'unknown'") == 1

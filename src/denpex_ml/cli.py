@@ -614,7 +614,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = handler(args)
     except DenpexError as exc:
-        print(f"denpex-ml: error: {exc}", file=sys.stderr)
+        from denpex_ml.logs.masking import Masker
+
+        # error messages name inputs (member names, paths): masked like log text
+        print(f"denpex-ml: error: {Masker().mask(str(exc))}", file=sys.stderr)
         code = EXIT_INPUT_ERROR
     except BrokenPipeError:  # e.g. `denpex-ml ... | head`
         code = EXIT_OK

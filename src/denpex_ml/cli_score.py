@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
     if not to_stdout and out.exists() and not (args.resume or args.overwrite):
         return _usage_error(f"{out} exists; use --resume to continue it or --overwrite to start again")
     from denpex_ml.batch.jobs import discover_jobs
-    from denpex_ml.batch.score import planned, score_jobs
+    from denpex_ml.batch.score import pending_jobs, planned, score_jobs
 
     batch = discover_jobs(args.path, pattern=args.job_pattern, exclude=args.exclude)  # before any file is written
     if batch.skipped:
@@ -253,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     finished = False
     results = score_jobs(
-        (j for j in batch if j.id not in sink.done),
+        pending_jobs(batch, sink.done),
         model=args.model,
         taxonomy_dirs=args.taxonomy,
         workers=args.workers,

@@ -420,3 +420,25 @@ def test_error_rows_still_give_partial_exit(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr("denpex_ml.batch.score.score_jobs", fake_score_jobs)
     root = _jobs(tmp_path / "jobs", ok=1)
     assert main(["score", str(root), "-o", str(tmp_path / "r.csv"), "--quiet"]) == EXIT_PARTIAL
+
+
+# -- job ids leave masked ------------------------------------------------------------------------
+def test_job_ids_with_personal_data_leave_masked_unique_and_resumable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import denpex_ml.batch.score as score_mod
+
+    monkeypatch.setattr(score_mod, "DenpexModel", FakeModel)  # score in-process with the fake
+    root = tmp_path / "jobs"
+    root.mkdir()
+    for name in ("alice@example.com-run.log", "bob@example.com-run.log", "job-7.log"):
+        (root / name).write_text(OOM)
+    batch = discover_jobs(root)
+    rows = list(score_jobs(iter(batch), model=FakeModel(), job_timeout=None))  # type: ignore[arg-type]
+    assert all(r.ok for r in rows)
+    ids = sorted(r.job_id for r in rows)
+    assert len(set(ids)) == 3
+    assert not any("alice" in i or "bob" in i or "example.com" in i for i in ids)
+    assert "job-7.log" in ids  # nothing to mask: the id is unchanged
+    # --resume compares the ids that results files hold: nothing is scored twice
+    assert list(score_mod.pending_jobs(discover_jobs(root), set(ids))) == []

@@ -100,6 +100,22 @@ def test_mismatch_report_names_the_odd_rank() -> None:
     rep = _report(text)
     assert "signal:mismatch-report" in rep.signals
     assert set(rep.suspects) <= {0, 1} and rep.suspects
+    assert "signal:mismatch-param-gather" not in rep.signals  # different ops: a true collective mismatch
+
+
+def test_mismatch_of_one_parameter_all_gather_with_different_sizes_points_to_sharded_divergence() -> None:
+    fp = "CollectiveFingerPrint(SequenceNumber=35, OpType=_ALLGATHER_BASE, TensorShape=[{}], TensorDtypes=BFloat16)"
+    text = (
+        "[rank4]: RuntimeError: Detected mismatch between collectives on ranks. Rank 4 is running collective: "
+        + fp.format(9634624)
+        + ", but Rank 7 is running collective: "
+        + fp.format(2464056)
+        + ". Collectives differ in the following aspects: Tensor Tensor shapes: 9634624vs 2464056"
+    )
+    rep = _report(text)
+    assert {"signal:mismatch-report", "signal:mismatch-param-gather"} <= rep.signals
+    same = _report(text.replace("2464056", "9634624"))
+    assert "signal:mismatch-param-gather" not in same.signals  # same op and size: nothing to tell apart
 
 
 def test_tokenising_rank_and_store_timeout_give_the_preprocessing_phase() -> None:

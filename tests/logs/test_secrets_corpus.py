@@ -135,7 +135,6 @@ def test_batch_rows_and_result_files(
     assert _leaks(outputs) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: batch rows carry the raw job directory name as job_id")
 def test_batch_job_ids_are_masked(
     tmp_path: Path, scoring_model: tuple[DenpexModel, list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:

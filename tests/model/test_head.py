@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from denpex_ml.errors import InvalidInputError
+from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
 from denpex_ml.model.head import DenpexHead, FeatureLayout
 
 LAYOUT = FeatureLayout(n_classes=3, n_structure=2, embed_dim=4)
@@ -53,3 +54,29 @@ def test_validation_names_the_parameter() -> None:
         head().fit(X[:, :5], y)
     with pytest.raises(InvalidInputError, match="entry_embeddings"):
         DenpexHead(layout=LAYOUT, entry_embeddings=np.eye(2, 4)).fit(X, y)
+
+
+def test_hang_temperature_softens_only_rows_whose_best_class_is_a_hang_entry() -> None:
+    nh = len(HANG_FEATURE_NAMES)
+    LAY = FeatureLayout(n_classes=3, n_structure=nh, embed_dim=4, n_hang=nh)
+    affinity = np.zeros((3, nh), dtype=np.float32)
+    affinity[0, 0] = 1.0  # class 0 declares a hang signal
+    h = DenpexHead(layout=LAY, entry_embeddings=np.eye(3, 4, dtype=np.float32), n_folds=3, hang_affinity=affinity)
+    rng = np.random.default_rng(0)
+    y = np.arange(60) % 3
+    X = rng.normal(0, 0.1, (60, LAY.width)).astype(np.float32)
+    for i, c in enumerate(y):
+        X[i, 4 * c] = 0.9
+    h.fit(X, y)
+    assert h.temperature_hang_ is None  # not fitted by fit(): it needs held-out real scores
+    # held-out scores: confident hang answers (class 0) that are right only half the time
+    scores = np.tile([6.0, 0.0, 0.0], (40, 1))
+    y_held = np.where(np.arange(40) % 2 == 0, 0, 1)
+    t_hang = h.fit_hang_temperature(scores, y_held)
+    assert t_hang is not None and t_hang > h.temperature_
+    p = h.calibrate(np.asarray([[6.0, 0.0, 0.0], [0.0, 6.0, 0.0]]))
+    assert p[0, 0] == pytest.approx(0.5, abs=0.05)  # hang answer: calibrated to its held-out accuracy
+    assert p[1, 1] > 0.9  # a non-hang answer keeps the ordinary temperature
+    h2 = DenpexHead.from_arrays(h.to_arrays(), LAY, C=h.C, n_folds=h.n_folds, k=h.k, random_state=0)
+    assert h2.temperature_hang_ == pytest.approx(t_hang)
+    assert h.fit_hang_temperature(scores[:5], y_held[:5]) is None  # too few rows to fit

@@ -67,7 +67,7 @@ class BatchLimits:
     max_job_bytes: int = 1024**3
     max_total_bytes: int = 4 * 1024**4
     max_members: int = 10_000_000
-    max_compression_ratio: float = 1000.0
+    max_compression_ratio: float = IngestLimits.max_compression_ratio  #: same bound as one job's reading
 
     def ingest_limits(self) -> IngestLimits:
         return IngestLimits(
@@ -430,7 +430,7 @@ def _classify_zip_member(archive: str, info: zipfile.ZipInfo, limits: BatchLimit
         return _Entry(
             name, ("UnsafeArchiveMemberError", f"{archive}: archive member {info.filename!r} is a device or FIFO")
         )
-    if info.file_size > 32 * 1024**2 and info.file_size / max(info.compress_size, 1) > limits.max_compression_ratio:
+    if info.file_size > IngestLimits.ratio_min_bytes and info.file_size / max(info.compress_size, 1) > limits.max_compression_ratio:
         return _Entry(
             name,
             (

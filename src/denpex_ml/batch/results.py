@@ -9,6 +9,7 @@ an output that cannot be written or that is (or lies inside) the input.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import logging
@@ -16,12 +17,13 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from denpex_ml.batch.jobs import _excluded
 from denpex_ml.errors import InvalidInputError, OutputPathError, OutputWriteError
+from denpex_ml.logs.masking import Masker
 
 __all__ = [
     "FORMATS",
@@ -65,6 +67,35 @@ COLUMNS = (
     "model",
 )
 _NESTED = ("alternatives", "hang_suspects", "evidence", "warnings")
+
+
+def public_job_id(job_id: str) -> str:
+    """The job id as results show it: masked like log text (e-mails, tokens, IPs, user names in
+    paths), with a short hash of the original appended when masking changed it, so two jobs never
+    share an id and ``--resume`` recognises the job again.
+
+    >>> public_job_id("run-42")
+    'run-42'
+    >>> public_job_id("alice@example.com-run").startswith("<masked:email>-run~")
+    True
+    """
+    masked = Masker().mask(job_id)
+    if masked == job_id:
+        return job_id
+    digest = hashlib.sha256(job_id.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{masked}~{digest}"
+
+
+def public_result(result: JobResult) -> JobResult:
+    """``result`` with its job id made public (:func:`public_job_id`) and its error message masked
+    (the raw job id inside it replaced by the public one)."""
+    pub = public_job_id(result.job_id)
+    error = result.error
+    if error:
+        error = Masker().mask(error.replace(result.job_id, pub) if pub != result.job_id else error)
+    if pub == result.job_id and error == result.error:
+        return result
+    return replace(result, job_id=pub, error=error)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from types import FrameType
 from typing import Any
 
 from denpex_ml.batch.jobs import Batch, BatchLimits, Job, discover_jobs
-from denpex_ml.batch.results import JobResult
+from denpex_ml.batch.results import JobResult, public_job_id, public_result
 from denpex_ml.errors import DenpexError, InvalidInputError, JobTimeoutError, WorkerCrashedError
 from denpex_ml.logs import IngestLimits, read_logs
 from denpex_ml.logs.ingest import read_members
@@ -470,6 +470,20 @@ def score_jobs(
         raise InvalidInputError(f"score: job_timeout must be a number of seconds >= 0 or None, got {job_timeout!r}")
     if not job_timeout or job_timeout == float("inf"):
         job_timeout = None  # no limit
+    for result in _score_jobs(jobs, model, taxonomy_dirs, workers, engine, ray_address, limits, job_timeout):
+        yield public_result(result)  # job ids and error messages leave masked, like log text
+
+
+def _score_jobs(
+    jobs: Iterable[Job],
+    model: str | os.PathLike[str] | DenpexModel | None,
+    taxonomy_dirs: Sequence[str | os.PathLike[str]],
+    workers: int,
+    engine: str,
+    ray_address: str | None,
+    limits: IngestLimits | None,
+    job_timeout: float | None,
+) -> Iterator[JobResult]:
     if engine == "ray":
         from denpex_ml.batch.ray_engine import score_on_ray
 
@@ -536,7 +550,7 @@ def score_archive(
     ...     print(r.job_id, r.label, r.confidence)
     """
     batch = discover_jobs(path, pattern=job_pattern, exclude=exclude, limits=batch_limits)
-    jobs: Iterable[Job] = (j for j in batch if j.id not in skip) if skip else batch
+    jobs = pending_jobs(batch, skip)
     return score_jobs(
         jobs,
         model=model,
@@ -549,6 +563,12 @@ def score_archive(
     )
 
 
+def pending_jobs(batch: Batch, skip: Collection[str]) -> Iterable[Job]:
+    """The jobs of ``batch`` whose public id (:func:`~denpex_ml.batch.results.public_job_id`, what
+    results files hold) is not in ``skip``."""
+    return (j for j in batch if public_job_id(j.id) not in skip) if skip else batch
+
+
 def planned(batch: Batch, skip: Collection[str]) -> int:
     """How many jobs of ``batch`` will be scored (for progress bars)."""
-    return sum(1 for i in batch.ids if i not in skip) if skip else batch.total
+    return sum(1 for i in batch.ids if public_job_id(i) not in skip) if skip else batch.total

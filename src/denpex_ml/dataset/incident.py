@@ -136,7 +136,7 @@ def _check_source(source: str) -> str | None:
 def _check_label(label: str, labels: Collection[str]) -> str | None:
     if label == UNKNOWN_ID or label in labels:
         return None
-    close = difflib.get_close_matches(label, [*labels, UNKNOWN_ID], n=3, cutoff=0.6)
+    close = difflib.get_close_matches(label, list(dict.fromkeys([*labels, UNKNOWN_ID])), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return f"{label!r} is not a taxonomy id{hint}"
 

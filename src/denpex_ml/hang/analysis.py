@@ -60,6 +60,7 @@ SIGNALS: tuple[str, ...] = (
     "seq-early",  # the stuck SeqNum is <= 5: the job hung at its first collectives
     "seq-spread",  # ranks wait at different SeqNums
     "same-seq-diff-op",  # the same SeqNum with a different op or size on different ranks
+    "mismatch-param-gather",  # a mismatch report of one all-gather/reduce-scatter op, sizes differ (sharded params)
     "never-entered",  # a rank's last enqueued work equals its last completed work while others wait
     "silent-rank",  # a rank with lines but no timeout while the others timed out
     "absent-rank",  # the world size is known and some ranks printed nothing
@@ -91,6 +92,7 @@ _MISMATCH = re.compile(
     r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
     r"(?:, TensorShape=\[([^\]]*)\])?"
 )
+_PARAM_GATHER = re.compile(r"ALLGATHER_BASE|ALLGATHER_INTO_TENSOR|REDUCE_SCATTER")
 _DESYNC = re.compile(r"\[([\d, ]+)\] (?:finished collective #\d+, but didn't join|did not join|is not)")
 _STORE = re.compile(
     r"waitForInput|[Ss]ocket [Tt]imeout|store->get\(|[Ww]ait timeout|Timed out initializing process group in store|"
@@ -418,6 +420,11 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
     reasons: list[str] = []
     if mismatch_ranks:
         sigs = Counter(mismatch_ranks.values())
+        mm_ops = {op.upper() for op, _shape in mismatch_ranks.values()}
+        if len(sigs) > 1 and len(mm_ops) == 1 and _PARAM_GATHER.search(next(iter(mm_ops))):
+            # the same parameter all-gather / gradient reduce-scatter on every rank, different sizes:
+            # the ranks gather different modules of a sharded model (ZeRO-3/FSDP divergence)
+            signals.add("mismatch-param-gather")
         odd = [r for r, s in mismatch_ranks.items() if sigs[s] == 1] if len(sigs) > 1 else []
         suspects = sorted(odd or mismatch_ranks)[:8]
         reasons.append("named by the collective mismatch check")

@@ -601,6 +601,22 @@ class _Hit:
         return self._start
 
 
+def _matching_line_starts(rx: Any, block: bytes) -> set[int]:
+    """Offsets of the starts of the lines of ``block`` where ``rx`` matches (one search per line)."""
+    starts: set[int] = set()
+    pos = 0
+    while pos <= len(block):
+        m = rx.search(block, pos)
+        if m is None:
+            break
+        starts.add(block.rfind(b"\n", 0, m.start()) + 1)
+        nl = block.find(b"\n", m.start())
+        if nl < 0:
+            break
+        pos = nl + 1
+    return starts
+
+
 class _Detector:
     """Finds the lines of a block of UTF-8 bytes that masking may change (a superset).
 
@@ -616,32 +632,12 @@ class _Detector:
 
     def finditer(self, block: bytes) -> Iterator[_Hit]:
         """A :class:`_Hit` at the start of every line of ``block`` that masking may change."""
-        starts: set[int] = set()
-        gate = self._masker._gate()
-        pos = 0
-        while pos <= len(block):
-            m = gate.search(block, pos)
-            if m is None:
-                break
-            starts.add(block.rfind(b"\n", 0, m.start()) + 1)
-            nl = block.find(b"\n", m.start())
-            if nl < 0:
-                break
-            pos = nl + 1
+        starts = _matching_line_starts(self._masker._gate(), block)
         if b"PRIVATE KEY" in block:
             starts.update(_key_block_lines(block))
         first_rx = self._masker._first_regex()
         if first_rx is not None:
-            pos = 0
-            while pos <= len(block):
-                m = first_rx.search(block, pos)
-                if m is None:
-                    break
-                starts.add(block.rfind(b"\n", 0, m.start()) + 1)
-                nl = block.find(b"\n", m.start())
-                if nl < 0:
-                    break
-                pos = nl + 1
+            starts |= _matching_line_starts(first_rx, block)
         elif self._masker._first and not self._masker._first.keys().isdisjoint(_PIECE.findall(block)):
             first = self._masker._first
             pos = 0

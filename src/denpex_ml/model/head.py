@@ -231,6 +231,7 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         # temperature on the out-of-fold ranker scores
         scores = self._rank_scores(F)
         self.temperature_ = float(self._fit_temperature(scores, y, w2))
+        self.temperature_hang_: float | None = None
         self.classes_ = np.arange(self.layout.n_classes)
         return self
 
@@ -317,8 +318,37 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return self._rank_scores(self.evidence(X)["pairs"])
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Calibrated class probabilities (n, n_classes)."""
-        return _softmax(self.decision_function(X) / self.temperature_)
+        """Calibrated class probabilities (n, n_classes).
+
+        Rows whose best class is a hang entry are scaled by ``temperature_hang_`` when it is set
+        (fitted on grouped out-of-fold real logs: hang logs are where the in-sample temperature
+        over-states confidence most)."""
+        return self.calibrate(self.decision_function(X))
+
+    def calibrate(self, scores: np.ndarray) -> np.ndarray:
+        """Probabilities from ranker scores: the temperature, or the hang-family one for rows
+        whose best class declares hang signals."""
+        t = np.full((len(scores), 1), self.temperature_)
+        t_hang = getattr(self, "temperature_hang_", None)
+        if t_hang is not None and self.hang_affinity is not None and len(scores):
+            member = np.asarray(self.hang_affinity).sum(axis=1) > 0
+            t[member[np.asarray(scores).argmax(axis=1)]] = t_hang
+        return _softmax(np.asarray(scores) / t)
+
+    def fit_hang_temperature(self, scores: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> float | None:
+        """Fit ``temperature_hang_`` on held-out ranker ``scores`` of labelled jobs ``y`` (e.g.
+        grouped out-of-fold real logs), over the rows whose best class is a hang entry; ``None``
+        (and unset) with fewer than 10 such rows or no hang affinity."""
+        if self.hang_affinity is None:
+            return None
+        member = np.asarray(self.hang_affinity).sum(axis=1) > 0
+        rows = member[np.asarray(scores).argmax(axis=1)] & (np.asarray(y) >= 0)
+        if rows.sum() < 10:
+            self.temperature_hang_ = None
+            return None
+        weights = np.ones(int(rows.sum())) if w is None else np.asarray(w, dtype=np.float64)[rows]
+        self.temperature_hang_ = float(self._fit_temperature(np.asarray(scores)[rows], np.asarray(y)[rows], weights))
+        return self.temperature_hang_
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return np.asarray(self.predict_proba(X).argmax(axis=1))
@@ -334,6 +364,8 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         if self.hang_affinity is not None:
             out["hang_affinity"] = np.asarray(self.hang_affinity, dtype=np.float32)
         out["temperature"] = np.asarray([self.temperature_])
+        if getattr(self, "temperature_hang_", None) is not None:
+            out["temperature_hang"] = np.asarray([self.temperature_hang_])
         return out
 
     @classmethod
@@ -354,5 +386,6 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         head.bank_vectors_ = arrays["bank_vectors"]
         head.bank_labels_ = arrays["bank_labels"].astype(np.int64)
         head.temperature_ = float(arrays["temperature"][0])
+        head.temperature_hang_ = float(arrays["temperature_hang"][0]) if "temperature_hang" in arrays else None
         head.classes_ = np.arange(layout.n_classes)
         return head

@@ -243,6 +243,7 @@ def _head_spec(lay: LayoutV1) -> dict[str, tuple[str, tuple[int | str, ...], boo
         "entry_embeddings": ("f", (nc, ed), True),
         "hang_affinity": ("f", (nc, lay.n_hang), False),
         "temperature": ("f", (1,), True),
+        "temperature_hang": ("f", (1,), False),
     }
 
 
@@ -344,6 +345,10 @@ def _read_arrays(head: Path, layout: LayoutV1) -> dict[str, np.ndarray]:
     for name in ("stage1_scale", "stage2_scale"):
         if (arrays[name] == 0).any():
             raise ModelError(f"{head}: head array {name} holds zeros (a scale divides)")
+    if "temperature_hang" in arrays and not float(arrays["temperature_hang"][0]) > 0:
+        raise ModelError(
+            f"{head}: head array temperature_hang must be positive, got {float(arrays['temperature_hang'][0])}"
+        )
     if not float(arrays["temperature"][0]) > 0:
         raise ModelError(f"{head}: head array temperature must be positive, got {float(arrays['temperature'][0])}")
     for name, hi in (("stage1_classes", layout.n_classes), ("bank_labels", layout.n_classes), ("stage2_classes", 2)):

@@ -35,6 +35,7 @@ from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import find_initiator
 from denpex_ml.model.persistence import models_root
 from denpex_ml.taxonomy import UNKNOWN_ID, load_taxonomy
+from denpex_ml.taxonomy.groups import group_of
 from denpex_ml.training.cache import EmbeddingStore, FeatureStore, example_key, featurizer_signature
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example, build_data, incident_bundle
@@ -169,14 +170,28 @@ def _concat(*sets: FeatureSet) -> FeatureSet:
     )
 
 
-def _choose_threshold(proba: np.ndarray, y: np.ndarray) -> float:
+def _family_kept(proba: np.ndarray, labels: Sequence[str]) -> np.ndarray:
+    """Rows the decision answers whatever the threshold: the best entry is a hang or transport
+    entry and its family together holds ``DenpexModel.family_threshold`` (see ``_decide``)."""
+    fam = np.asarray([group_of(lab) for lab in labels])
+    best = proba.argmax(axis=1)
+    kept = np.zeros(len(proba), dtype=bool)
+    for name in ("hang", "transport"):
+        cols = fam == name
+        kept |= (fam[best] == name) & (proba[:, cols].sum(axis=1) >= DenpexModel.family_threshold)
+    return kept
+
+
+def _choose_threshold(proba: np.ndarray, y: np.ndarray, kept: np.ndarray | None = None) -> float:
     """The threshold on the top probability that maximises accuracy when abstaining counts
-    as correct exactly for ``unknown`` incidents."""
+    as correct exactly for ``unknown`` incidents; rows in ``kept`` are answered at any threshold
+    (the family rule of the decision), so they do not pull the threshold down."""
     best_t, best_acc = 0.0, -1.0
     top = proba.max(axis=1)
     pred = proba.argmax(axis=1)
+    keep = np.zeros(len(proba), dtype=bool) if kept is None else kept
     for t in np.round(np.arange(0.0, 0.91, 0.025), 3):
-        acc = float(np.where(top < t, y == -1, pred == y).mean())
+        acc = float(np.where((top < t) & ~keep, y == -1, pred == y).mean())
         if acc > best_acc + 1e-9:
             best_t, best_acc = float(t), acc
     return best_t
@@ -276,6 +291,7 @@ def train(
 
     # 1. real incidents, grouped k-fold by source thread
     real_oof = np.zeros((len(real), len(labels)))
+    real_scores = np.zeros((len(real), len(labels)))
     tfidf_oof = np.zeros((len(real), len(labels)))
     if evaluate_real and len(real):
         n_groups = len(set(real.groups))
@@ -284,6 +300,7 @@ def train(
         for tr, te in GroupKFold(folds).split(real.X, real.y, real.groups):
             train_fs = _concat(fs["train"], fs["user"], real.subset(np.isin(np.arange(len(real)), tr)))
             head = _fit_head(train_fs, layout, entry_emb, config, affinity)
+            real_scores[te] = head.decision_function(real.X[te])
             real_oof[te] = head.predict_proba(real.X[te])
             if baselines:
                 known = train_fs.y >= 0
@@ -295,13 +312,19 @@ def train(
     # 2. the final model: synthetic train + all real + user incidents
     final_fs = _concat(fs["train"], fs["user"], real)
     head = _fit_head(final_fs, layout, entry_emb, config, affinity)
+    if evaluate_real and len(real):
+        # hang answers: calibrated on real logs of threads the fold's model never saw
+        t_hang = head.fit_hang_temperature(real_scores, real.y)
+        if t_hang is not None:
+            real_oof = head.calibrate(real_scores)
+            metrics["temperature_hang"] = t_hang
     val_p = head.predict_proba(fs["val"].X) if len(fs["val"]) else np.zeros((0, len(labels)))
     test_p = head.predict_proba(fs["test"].X) if len(fs["test"]) else np.zeros((0, len(labels)))
 
     # 3. abstention threshold on validation + out-of-fold real scores
     thr_p = np.concatenate([val_p, real_oof]) if evaluate_real and len(real) else val_p
     thr_y = np.concatenate([fs["val"].y, real.y]) if evaluate_real and len(real) else fs["val"].y
-    threshold = _choose_threshold(thr_p, thr_y) if len(thr_y) else 0.0
+    threshold = _choose_threshold(thr_p, thr_y, _family_kept(thr_p, labels)) if len(thr_y) else 0.0
 
     # 4. metrics (model and baselines on the same data)
     test = fs["test"]

@@ -1,0 +1,26 @@
+"""The abstention threshold is chosen with the decision's family rule in view."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from denpex_ml.training.trainer import _choose_threshold, _family_kept
+
+
+def test_family_rule_rows_do_not_pull_the_threshold_down() -> None:
+    labels = ["collective-mismatch", "subset-rank-collective-hang", "host-work-timeout", "cuda-oom"]
+    # 6 hang logs: right, but their mass is spread over the hang classes (best p = 0.35)
+    hang = np.tile([0.35, 0.33, 0.30, 0.02], (6, 1))
+    # 4 out-of-taxonomy logs with a weak crash guess, 4 confident right crash answers
+    oot = np.tile([0.10, 0.10, 0.10, 0.70], (4, 1))
+    crash = np.tile([0.01, 0.01, 0.01, 0.97], (4, 1))
+    proba = np.vstack([hang, oot, crash])
+    y = np.asarray([0] * 6 + [-1] * 4 + [3] * 4)
+    kept = _family_kept(proba, labels)
+    assert kept[:6].all() and not kept[6:].any()
+    blind = _choose_threshold(proba, y)
+    aware = _choose_threshold(proba, y, kept)
+    # without the family rule the threshold must stay under 0.35 to keep the hang answers,
+    # and so cannot abstain on the weak guesses; with it, it abstains on them
+    assert blind <= 0.35
+    assert aware > float(oot.max(axis=1).max())
