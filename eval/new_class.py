@@ -64,9 +64,19 @@ def main(argv: list[str] | None = None) -> int:
         held = load_incidents(fixture / "heldout.jsonl", labels=labels)
         rows = []
         for inc in held:
-            d = model.classify(dict(inc.logs) if inc.logs is not None else None, text=inc.log if inc.logs is None else None)
-            rows.append({"id": inc.id, "format": str(inc.meta.get("launcher", "?")), "label": d.label,
-                         "best_guess": d.best_guess, "confidence": round(d.confidence, 3), "hit": d.label == new_id})
+            d = model.classify(
+                dict(inc.logs) if inc.logs is not None else None, text=inc.log if inc.logs is None else None
+            )
+            rows.append(
+                {
+                    "id": inc.id,
+                    "format": str(inc.meta.get("launcher", "?")),
+                    "label": d.label,
+                    "best_guess": d.best_guess,
+                    "confidence": round(d.confidence, 3),
+                    "hit": d.label == new_id,
+                }
+            )
     gate = result.gate
     by_format: dict[str, list[bool]] = {}
     for r in rows:
@@ -80,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         "heldout_recall": recall,
         "heldout_recall_by_format": {k: sum(v) / len(v) for k, v in sorted(by_format.items())},
         "wrong_labels": dict(Counter(r["label"] for r in rows if not r["hit"])),
-        "existing_classes": {k: {"base": v["base"], "candidate": v["candidate"], "delta": v["delta"]} for k, v in deltas.items()},
+        "existing_classes": {
+            k: {"base": v["base"], "candidate": v["candidate"], "delta": v["delta"]} for k, v in deltas.items()
+        },
         "gate_passed": gate.passed,
         "gate_regressions": gate.regressions,
         "retrain_seconds": round(seconds, 1),
@@ -102,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "| data | figure | base | retrained | change |",
         "|---|---|---:|---:|---:|",
-        *[f"| {r['set']} | {r['figure']} | {r['base']:.3f} | {r['candidate']:.3f} | {r['delta']:+.3f} |" for r in gate.overall],
+        *[
+            f"| {r['set']} | {r['figure']} | {r['base']:.3f} | {r['candidate']:.3f} | {r['delta']:+.3f} |"
+            for r in gate.overall
+        ],
         "",
         f"Gate: {'passed' if gate.passed else 'FAILED'}" + ("" if gate.passed else ": " + "; ".join(gate.regressions)),
     ]

@@ -104,9 +104,7 @@ def test_ablation_refits_the_head_with_parts_of_its_evidence(tiny_model_dir: Pat
     from denpex_ml.evaluation.report import render_markdown
     from denpex_ml.evaluation.run import ABLATIONS
 
-    result = evaluate(
-        EvalConfig(model_dir=str(tiny_model_dir), per_class_test=2, baselines=("rule",), ablation=True)
-    )
+    result = evaluate(EvalConfig(model_dir=str(tiny_model_dir), per_class_test=2, baselines=("rule",), ablation=True))
     names = list(result.ablation)
     assert names[0] == "rules only (fingerprints)" and names[-1] == "+ stage-1 classifier (the model)"
     assert names[1:-1] == [name for name, _ in ABLATIONS]

@@ -430,7 +430,10 @@ def _classify_zip_member(archive: str, info: zipfile.ZipInfo, limits: BatchLimit
         return _Entry(
             name, ("UnsafeArchiveMemberError", f"{archive}: archive member {info.filename!r} is a device or FIFO")
         )
-    if info.file_size > IngestLimits.ratio_min_bytes and info.file_size / max(info.compress_size, 1) > limits.max_compression_ratio:
+    if (
+        info.file_size > IngestLimits.ratio_min_bytes
+        and info.file_size / max(info.compress_size, 1) > limits.max_compression_ratio
+    ):
         return _Entry(
             name,
             (
