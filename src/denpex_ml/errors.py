@@ -37,7 +37,19 @@ class DenpexError(Exception):
 
 
 class LogNotFoundError(DenpexError, FileNotFoundError):
-    """A log path given by the user does not exist or cannot be read."""
+    """A log path given by the user does not exist or cannot be read.
+
+    Like any ``OSError`` it carries ``errno`` (e.g. ``errno.ENOENT``, ``errno.EACCES``) and
+    ``filename`` (the path as given) when they are known; ``str()`` is the message alone.
+    """
+
+    def __init__(self, message: str, *, filename: str | None = None, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+        self.filename = filename
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class InvalidInputError(DenpexError, TypeError):

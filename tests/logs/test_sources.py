@@ -220,3 +220,20 @@ def test_wrong_types() -> None:
 def test_bad_limits() -> None:
     with pytest.raises(errors.InvalidInputError, match="max_line_chars"):
         IngestLimits(max_line_chars=0)
+
+
+def test_log_not_found_carries_errno_and_filename(tmp_path: Path) -> None:
+    import errno
+    import pickle
+
+    from denpex_ml.errors import LogNotFoundError
+    from denpex_ml.logs import read_logs
+
+    missing = tmp_path / "nope.log"
+    with pytest.raises(LogNotFoundError) as info:
+        read_logs(missing)
+    assert info.value.errno == errno.ENOENT
+    assert info.value.filename == str(missing)
+    assert str(info.value).endswith("no such file or directory")  # the message, not "[Errno 2] ..."
+    again = pickle.loads(pickle.dumps(info.value))  # crosses process boundaries in batch workers
+    assert str(again) == str(info.value)

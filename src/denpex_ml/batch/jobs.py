@@ -19,6 +19,7 @@ Rules (also in ``docs/batch-scoring.md``):
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import io
 import os
@@ -157,7 +158,9 @@ def _dir_jobs(root: Path, exclude: Sequence[str]) -> Iterator[Job]:
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as exc:
-        raise LogNotFoundError(f"{root}: cannot list directory ({exc.strerror or exc})") from None
+        raise LogNotFoundError(
+            f"{root}: cannot list directory ({exc.strerror or exc})", filename=str(root), errno=exc.errno
+        ) from None
     for entry in entries:
         if _excluded(entry.name, exclude):
             continue
@@ -529,7 +532,7 @@ class Batch:
         self.ids: list[str] = []
         self._iter: Callable[[], Iterator[Job]]
         if not root.exists() and not root.is_symlink():
-            raise LogNotFoundError(f"{root}: no such file or directory")
+            raise LogNotFoundError(f"{root}: no such file or directory", filename=str(root), errno=errno.ENOENT)
         if root.is_dir():
             if pat is None:
                 self._listed = list(_dir_jobs(root, exclude))

@@ -22,6 +22,7 @@ and control characters become backslash escapes, so a hostile name cannot break 
 from __future__ import annotations
 
 import bz2
+import errno
 import io
 import logging
 import lzma
@@ -347,15 +348,19 @@ def iter_members(
     try:
         st = p.lstat()
     except FileNotFoundError:
-        raise LogNotFoundError(f"{shown}: no such file or directory") from None
+        raise LogNotFoundError(f"{shown}: no such file or directory", filename=str(p), errno=errno.ENOENT) from None
     except (OSError, ValueError) as exc:
-        raise LogNotFoundError(f"{shown}: cannot access ({getattr(exc, 'strerror', None) or exc})") from None
+        raise LogNotFoundError(
+            f"{shown}: cannot access ({getattr(exc, 'strerror', None) or exc})",
+            filename=str(p),
+            errno=getattr(exc, "errno", None),
+        ) from None
     budget = budget or ReadBudget(limits, shown)
     if stat.S_ISLNK(st.st_mode):
         try:
             st = p.stat()  # a link named by the user is followed once, at the top only
         except OSError:
-            raise LogNotFoundError(f"{shown}: broken symbolic link") from None
+            raise LogNotFoundError(f"{shown}: broken symbolic link", filename=str(p), errno=errno.ENOENT) from None
     if stat.S_ISDIR(st.st_mode):
         yield from _iter_dir(p, limits, budget)
     elif stat.S_ISREG(st.st_mode):
@@ -378,7 +383,11 @@ def _iter_dir(root: Path, limits: IngestLimits, budget: ReadBudget) -> Iterator[
             try:
                 st = full.lstat()
             except OSError as exc:
-                raise LogNotFoundError(f"{display_name(str(full))}: cannot access ({exc.strerror or exc})") from None
+                raise LogNotFoundError(
+                    f"{display_name(str(full))}: cannot access ({exc.strerror or exc})",
+                    filename=str(full),
+                    errno=exc.errno,
+                ) from None
             if not stat.S_ISREG(st.st_mode):
                 budget.warnings.append(f"skipped {display_name(rel)}: not a regular file (link or device)")
                 continue
@@ -386,14 +395,20 @@ def _iter_dir(root: Path, limits: IngestLimits, budget: ReadBudget) -> Iterator[
 
 
 def _raise_walk(exc: OSError) -> None:
-    raise LogNotFoundError(f"{display_name(str(exc.filename))}: cannot read directory ({exc.strerror or exc})")
+    raise LogNotFoundError(
+        f"{display_name(str(exc.filename))}: cannot read directory ({exc.strerror or exc})",
+        filename=None if exc.filename is None else str(exc.filename),
+        errno=exc.errno,
+    )
 
 
 def _open_file(path: Path) -> BinaryIO:
     try:
         return path.open("rb")
     except OSError as exc:
-        raise LogNotFoundError(f"{display_name(str(path))}: cannot read ({exc.strerror or exc})") from None
+        raise LogNotFoundError(
+            f"{display_name(str(path))}: cannot read ({exc.strerror or exc})", filename=str(path), errno=exc.errno
+        ) from None
 
 
 def _iter_file(path: Path, rel: str, limits: IngestLimits, budget: ReadBudget, level: int) -> Iterator[Member]:
