@@ -45,7 +45,8 @@ from denpex_ml.errors import (
     UnsafeArchiveMemberError,
 )
 from denpex_ml.logs.limits import IngestLimits
-from denpex_ml.logs.sources import ReadBudget, _Counting, check_member_name, open_tar_stream, source_kind
+from denpex_ml.logs.metered import ReadBudget, _Counting
+from denpex_ml.logs.sources import check_member_name, open_tar_stream, source_kind
 
 __all__ = ["Batch", "BatchLimits", "Job", "JobPattern", "discover_jobs"]
 
