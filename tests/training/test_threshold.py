@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from denpex_ml.training.trainer import _choose_threshold, _family_kept
+from denpex_ml.model.core import DenpexModel, family_supported
+from denpex_ml.training.trainer import _choose_threshold
 
 
 def test_family_rule_rows_do_not_pull_the_threshold_down() -> None:
@@ -16,7 +17,7 @@ def test_family_rule_rows_do_not_pull_the_threshold_down() -> None:
     crash = np.tile([0.01, 0.01, 0.01, 0.97], (4, 1))
     proba = np.vstack([hang, oot, crash])
     y = np.asarray([0] * 6 + [-1] * 4 + [3] * 4)
-    kept = _family_kept(proba, labels)
+    kept = family_supported(proba, labels, DenpexModel.family_threshold)
     assert kept[:6].all() and not kept[6:].any()
     blind = _choose_threshold(proba, y)
     aware = _choose_threshold(proba, y, kept)

@@ -24,9 +24,23 @@ from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import find_initiator
 from denpex_ml.model.persistence import models_root, read_model_dir, write_model_dir
 from denpex_ml.taxonomy import UNKNOWN_ID, FingerprintRole, Taxonomy, load_taxonomy
-from denpex_ml.taxonomy.groups import HANG_IDS, NO_FAILURE_ID, TRANSPORT_IDS, group_of
+from denpex_ml.taxonomy.groups import HANG_IDS, NO_FAILURE_ID, group_of
 
-__all__ = ["DenpexModel", "default_model", "load_model"]
+__all__ = ["DenpexModel", "default_model", "family_supported", "load_model"]
+
+
+def family_supported(proba: np.ndarray, labels: list[str], threshold: float) -> np.ndarray:
+    """Per row of ``proba`` (n, classes): whether the best entry is a hang or transport entry
+    whose family together holds at least ``threshold``. The decision answers such a row even
+    below the abstention threshold: a known hang worded unfamiliarly spreads its probability
+    over the hang classes, it is not "unknown". The trainer chooses the threshold with it."""
+    fam = np.asarray([group_of(lab) for lab in labels])
+    best = np.asarray(proba).argmax(axis=1)
+    kept = np.zeros(len(proba), dtype=bool)
+    for name in ("hang", "transport"):
+        cols = fam == name
+        kept |= (fam[best] == name) & (np.asarray(proba)[:, cols].sum(axis=1) >= threshold)
+    return kept
 
 
 class DenpexModel:
@@ -145,11 +159,8 @@ class DenpexModel:
             return UNKNOWN_ID, 1.0 - p_best, best
         if p_best >= self.abstain_threshold:
             return best, p_best, best
-        fam = group_of(best)
-        if best in HANG_IDS or best in TRANSPORT_IDS:
-            p_fam = float(sum(p for lab, p in zip(self.labels, proba, strict=True) if group_of(lab) == fam))
-            if p_fam >= self.family_threshold:
-                return best, p_best, best
+        if family_supported(proba[None, :], self.labels, self.family_threshold)[0]:
+            return best, p_best, best
         return UNKNOWN_ID, 1.0 - p_best, best
 
     def _flight_recorder_choice(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str] | None:

@@ -29,13 +29,12 @@ from denpex_ml.embedding import CachedEncoder, make_encoder
 from denpex_ml.features.fingerprints import FingerprintMatcher
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, signal_affinity
 from denpex_ml.metrics import classification_metrics, per_class_table
-from denpex_ml.model.core import DenpexModel
+from denpex_ml.model.core import DenpexModel, family_supported
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import find_initiator
 from denpex_ml.model.persistence import models_root
 from denpex_ml.taxonomy import UNKNOWN_ID, load_taxonomy
-from denpex_ml.taxonomy.groups import group_of
 from denpex_ml.training.cache import EmbeddingStore, FeatureStore, example_key, featurizer_signature
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example, build_data, incident_bundle
@@ -168,18 +167,6 @@ def _concat(*sets: FeatureSet) -> FeatureSet:
         np.concatenate([s.y for s in sets]),
         [t for s in sets for t in s.texts],
     )
-
-
-def _family_kept(proba: np.ndarray, labels: Sequence[str]) -> np.ndarray:
-    """Rows the decision answers whatever the threshold: the best entry is a hang or transport
-    entry and its family together holds ``DenpexModel.family_threshold`` (see ``_decide``)."""
-    fam = np.asarray([group_of(lab) for lab in labels])
-    best = proba.argmax(axis=1)
-    kept = np.zeros(len(proba), dtype=bool)
-    for name in ("hang", "transport"):
-        cols = fam == name
-        kept |= (fam[best] == name) & (proba[:, cols].sum(axis=1) >= DenpexModel.family_threshold)
-    return kept
 
 
 def _choose_threshold(proba: np.ndarray, y: np.ndarray, kept: np.ndarray | None = None) -> float:
@@ -324,7 +311,11 @@ def train(
     # 3. abstention threshold on validation + out-of-fold real scores
     thr_p = np.concatenate([val_p, real_oof]) if evaluate_real and len(real) else val_p
     thr_y = np.concatenate([fs["val"].y, real.y]) if evaluate_real and len(real) else fs["val"].y
-    threshold = _choose_threshold(thr_p, thr_y, _family_kept(thr_p, labels)) if len(thr_y) else 0.0
+    threshold = (
+        _choose_threshold(thr_p, thr_y, family_supported(thr_p, labels, DenpexModel.family_threshold))
+        if len(thr_y)
+        else 0.0
+    )
 
     # 4. metrics (model and baselines on the same data)
     test = fs["test"]
