@@ -594,3 +594,15 @@ def test_cli_classify_reads_stdin_as_a_stream(
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(_newlines_gz(1 << 30))))
     assert cli.main(["classify", "-", *model]) == cli.EXIT_INPUT_ERROR
     assert "decompression ratio" in capsys.readouterr().err
+
+
+def test_log_text_passed_as_source_is_a_typed_error_that_points_to_text() -> None:
+    log = "[rank6]: RuntimeError: CUDA error: an illegal memory access was encountered\n" * 40
+    with pytest.raises(errors.InvalidInputError, match="text="):
+        denpex_ml.read_logs(log)
+
+
+def test_a_path_too_long_for_the_file_system_is_log_not_found() -> None:
+    with pytest.raises(errors.LogNotFoundError) as info:
+        denpex_ml.read_logs("x" * 5000)
+    assert info.value.errno is not None

@@ -518,10 +518,20 @@ def read_logs(
         )
     if isinstance(source, str) and not source:
         raise LogNotFoundError(f"{source!r}: empty path (give a log file, a directory or an archive)")
+    if isinstance(source, str) and ("\n" in source or "\r" in source):
+        raise InvalidInputError(
+            "read_logs: `source` holds several lines, so it looks like log text rather than a path; "
+            "pass it as text=... (classify(text=log))"
+        )
     path = Path(source)
     shown = display_name(str(path))
     budget = ReadBudget(limits, shown)
-    strict = path.is_file() and not _is_archive_name(path)
+    try:
+        strict = path.is_file() and not _is_archive_name(path)
+    except OSError as exc:  # a name too long for the file system, a path through a non-directory
+        raise LogNotFoundError(
+            f"{shown}: cannot be read as a path ({exc.strerror or exc})", filename=str(source), errno=exc.errno
+        ) from None
     return _read_members(builder, masker, iter_members(path, limits, budget), budget, strict=strict, what=shown)
 
 
