@@ -517,11 +517,25 @@ def _add_score(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_parser(sub)
 
 
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from denpex_ml.cli_report import add_parser
+
+    add_parser(sub)
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from denpex_ml.cli_serve import add_parser
+
+    add_parser(sub)
+
+
 #: Closed registry of subcommands: name -> function adding its parser.
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
     "classify": _add_classify,
     "incidents": _add_incidents,
     "score": _add_score,
+    "report": _add_report,
+    "serve": _add_serve,
     "eval": _add_eval,
     "retrain": _add_retrain,
     "ingest": _add_ingest,
