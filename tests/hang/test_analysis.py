@@ -146,3 +146,34 @@ def test_taxonomy_hang_signals_are_known_names() -> None:
     assert A[tax.ids.index("zero3-divergent-forward-hang"), HANG_FEATURE_NAMES.index("phase:generation")] == 1.0
     with pytest.raises(TaxonomyError, match="phase:nap"):
         signal_affinity(["x"], {"x": ["phase:nap"]})
+
+
+def test_rank_whose_nccl_id_the_others_wait_for_is_the_suspect() -> None:
+    text = (
+        "[rank3]: RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d "
+        "key-value store by key '0', but store->get('0') got error: Socket Timeout\n"
+        "[rank2]: RuntimeError: [2] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d "
+        "key-value store by key '0', but store->get('0') got error: Socket Timeout\n"
+    )
+    r = _report(text)
+    assert r.suspects == (0,)
+    assert "NCCL id" in r.reasons[0]
+
+
+def test_horovod_stall_names_the_rank_not_ready() -> None:
+    text = (
+        "[2026-01-01 10:00:00.000000: W horovod/common/stall_inspector.cc:107] One or more tensors were submitted "
+        "to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more "
+        "than 60 seconds.\n"
+        "Missing ranks:\nallreduce.grad_0 [ready ranks: 1, 3, 2]\n"
+    )
+    assert _report(text).suspects == (0,)
+
+
+def test_single_rank_that_never_entered_the_collective_from_an_unprefixed_line() -> None:
+    text = (
+        "[E1201 10:00:00.000 ProcessGroupNCCL.cpp:1600] [PG ID 0 PG GUID 0(default_pg) Rank 1] Observed flight "
+        "recorder dump signal from another rank via TCPStore.\n"
+        "[Rank 1] Last enqueued NCCL work: 2193, last completed 2193\n"
+    )
+    assert _report(text).suspects == (1,)

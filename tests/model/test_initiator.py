@@ -44,3 +44,67 @@ def test_no_basis_gives_none() -> None:
 def test_same_error_everywhere_uses_order_in_the_log() -> None:
     text = "".join(f"[rank{r}]: ModuleNotFoundError: No module named 'flash_attn'\n" for r in (3, 0, 1, 2))
     assert verdict(text, "missing-module").rank == 3
+
+
+def test_unprefixed_error_that_names_its_rank() -> None:
+    text = (
+        "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one.\n"
+        "Parameter indices which did not receive grad for rank 2: 17 18\n"
+    )
+    assert verdict(text, "ddp-unused-parameters").rank == 2
+
+
+def test_launcher_failed_worker_names_the_rank_of_a_rankless_excerpt() -> None:
+    text = (
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4100 closing signal SIGTERM\n"
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 4103) "
+        "of binary: /usr/bin/python3\n"
+    )
+    v = verdict(text, "host-oom")
+    assert v.rank == 3
+    assert "launcher" in v.reason
+
+
+def test_mp_spawn_and_deepspeed_launcher_name_the_failed_process() -> None:
+    spawn = "-- Process 1 terminated with the following error:\nTraceback (most recent call last):\nKeyError: 'x'\n"
+    assert verdict(spawn, "uncaught-exception-crash").rank == 1
+    ds = (
+        "[INFO] [launch.py:315:sigkill_handler] Killing subprocess 9001\n"
+        "[ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', "
+        "'--deepspeed'] exits with return code = 1\n"
+    )
+    assert verdict(ds, "uncaught-exception-crash").rank == 2
+
+
+def test_launcher_local_rank_is_not_a_global_rank_on_several_hosts() -> None:
+    text = (
+        "node-a: [rank0]: step 10 loss 1.0\nnode-b: [rank9]: step 10 loss 1.0\n"
+        "node-b: ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 1 (pid: 7) "
+        "of binary: python\n"
+    )
+    assert verdict(text, "uncaught-exception-crash").rank != 1
+
+
+def test_main_process_failures_name_rank_zero_when_only_waiters_speak() -> None:
+    tok = "Running tokenizer on dataset:  47%|####7     | 470/1000 [30:11<38:27]\n"
+    text = tok + wd(1, 3) + wd(2, 3) + wd(3, 3)
+    b = read_logs(text=text)
+    hits = MATCHER.scan(b.iter_lines())
+    plain = find_initiator(b, hits, analyse_structure(b), "host-work-timeout")
+    v = find_initiator(b, hits, analyse_structure(b), "host-work-timeout", usual_initiator="main-process")
+    assert plain.rank != 0
+    assert v.rank == 0 and "main process" in v.reason
+    # rank 0 timed out like the others: no basis to blame it
+    both = wd(0, 3) + wd(1, 3) + wd(2, 3)
+    b = read_logs(text=both)
+    v = find_initiator(
+        b, MATCHER.scan(b.iter_lines()), analyse_structure(b), "host-work-timeout", usual_initiator="main-process"
+    )
+    assert "main process" not in v.reason
+
+
+def test_taxonomy_marks_the_main_process_failures() -> None:
+    tax = load_taxonomy()
+    marked = {e.id for e in tax if e.usual_initiator == "main-process"}
+    assert {"host-work-timeout", "subset-rank-collective-hang"} <= marked
+    assert "cuda-oom" not in marked

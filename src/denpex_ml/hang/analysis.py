@@ -86,8 +86,13 @@ _ENQUEUED = re.compile(
     r"Timeout at NCCL work: (-?\d+), last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)"
 )
 _ENQUEUED_SHORT = re.compile(
-    r"last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)", re.IGNORECASE
+    r"last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?(?:work:?\s*)?(-?\d+)", re.IGNORECASE
 )
+#: a rank named inside a line no prefix assigned (``[Rank 1] Last enqueued NCCL work: …``)
+_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
+#: the rank the others wait for, named by the waiting side: the NCCL unique id it never published
+#: in the store, or Horovod's stall inspector listing every rank ready but it
+_WAITED_FOR = re.compile(r"retrieving ncclUniqueId from \[(\d+)\]|\[ready ranks: ([\d, ]+)\]")
 _MISMATCH = re.compile(
     r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
     r"(?:, TensorShape=\[([^\]]*)\])?"
@@ -297,6 +302,9 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
     facts: dict[StreamKey, _RankFacts] = {}
     mismatch_ranks: dict[int, tuple[str, str]] = {}
     desync_ranks: list[int] = []
+    waited_for: list[int] = []
+    ready: set[int] = set()
+    text_enqueued: dict[int, tuple[int, int]] = {}
     world = 0
     global_frames: list[Frame] = []
     for key, stream in bundle.streams.items():
@@ -306,7 +314,13 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             text = line.text
             if any(h in text for h in _FRAME_HINT) or text.lstrip().startswith("Thread "):
                 frame_lines.append(text)
-            if not line.salient and "nranks" not in text and "WORLD_SIZE" not in text:
+            if (
+                not line.salient
+                and "nranks" not in text
+                and "WORLD_SIZE" not in text
+                and "nqueued" not in text
+                and "ready ranks" not in text
+            ):
                 continue
             if "nranks" in text or "orld" in text:
                 m = _NRANKS.search(text)
@@ -323,6 +337,9 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                 if em:
                     g = em.groups()
                     f.enqueued = (int(g[-2]), int(g[-1]))
+                    rm = _RANK_IN_TEXT.search(text) if not isinstance(key, int) else None
+                    if rm:
+                        text_enqueued[int(rm.group(1))] = f.enqueued
                 if _FIRST_DUMP in text:
                     f.dump_role = "first"
                     signals.add("own-watchdog-first")
@@ -345,6 +362,12 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                     f.timed_out = True
                 if _SIZE_MISMATCH.search(text):
                     signals.update(("same-seq-diff-op", "hang"))
+            if "ncclUniqueId from [" in text or "ready ranks:" in text:
+                wm = _WAITED_FOR.search(text)
+                if wm and wm.group(1) is not None:
+                    waited_for.append(int(wm.group(1)))
+                elif wm:
+                    ready.update(int(x) for x in wm.group(2).replace(" ", "").split(",") if x)
             if _CONTEXT_HINT.search(text):
                 for name, rx in _CONTEXT.items():
                     if name not in signals and rx.search(text):
@@ -397,8 +420,15 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             signals.add("allgather")
         elif "BARRIER" in op:
             signals.add("barrier")
-    enq = {k: f.enqueued for k, f in facts.items() if isinstance(k, int) and f.enqueued is not None}
-    never = sorted(k for k, (e, c) in enq.items() if e == c and any(e2 > c2 for e2, c2 in enq.values()))
+    enq = {
+        **text_enqueued,
+        **{k: f.enqueued for k, f in facts.items() if isinstance(k, int) and f.enqueued is not None},
+    }
+    # a rank whose last enqueued work is its last completed never entered the stuck collective:
+    # beside ranks stuck in it, or alone when it is the only rank the log shows
+    never = sorted(
+        k for k, (e, c) in enq.items() if e == c and (len(enq) == 1 or any(e2 > c2 for e2, c2 in enq.values()))
+    )
     if never:
         signals.add("never-entered")
     int_keys = sorted(k for k in bundle.streams if isinstance(k, int))
@@ -439,6 +469,14 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
     if not suspects and never:
         suspects = never[:8]
         reasons.append("last enqueued work equals last completed: never entered the stuck collective")
+    if not suspects and waited_for:
+        suspects = sorted(set(waited_for))[:8]
+        reasons.append("the others wait in the store for the NCCL id it never published (busy or gone)")
+    if not suspects and ready:
+        missing = [r for r in range(max(world, max(ready) + 1)) if r not in ready]
+        if 0 < len(missing) <= max(1, len(ready) // 2):
+            suspects = missing[:8]
+            reasons.append("every other rank is ready for the collective; it is not")
     state_of: dict[int, str] = {}
     if colls:
         seq_mode = Counter(c.seq for c in colls.values()).most_common(1)[0][0]

@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,15 @@ from denpex_ml.errors import InvalidInputError, ModelError, NotALogError
 from denpex_ml.features.fingerprints import FingerprintMatcher
 from denpex_ml.hang.advice import advise
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
-from denpex_ml.logs import IngestLimits, LogBundle, LogSource, read_logs
+from denpex_ml.logs import IngestLimits, LogBundle, LogSource, Masker, read_logs
 from denpex_ml.model.diagnosis import Alternative, Diagnosis, Evidence
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
-from denpex_ml.model.initiator import find_initiator
+from denpex_ml.model.initiator import initiating_rank
 from denpex_ml.model.persistence import models_root, read_model_dir, write_model_dir
 from denpex_ml.taxonomy import UNKNOWN_ID, FingerprintRole, Taxonomy, load_taxonomy
 from denpex_ml.taxonomy.groups import HANG_IDS, NO_FAILURE_ID, group_of
+from denpex_ml.topology.suspects import attribute
 
 __all__ = ["DenpexModel", "default_model", "family_supported", "load_model"]
 
@@ -111,14 +113,21 @@ class DenpexModel:
         return self._diagnosis(a, proba, t0)
 
     def classify(
-        self, source: LogSource | None = None, *, text: str | None = None, limits: IngestLimits | None = None
+        self,
+        source: LogSource | None = None,
+        *,
+        text: str | None = None,
+        limits: IngestLimits | None = None,
+        reveal_hosts: bool = False,
     ) -> Diagnosis:
         """Diagnose one job: a log file, a directory of per-rank logs, an archive, a mapping
-        rank -> text, or raw ``text``. See :func:`denpex_ml.classify`."""
+        rank -> text, or raw ``text``. See :func:`denpex_ml.classify`. With ``reveal_hosts``
+        the diagnosis also holds the job's pseudonym -> real host map (``host_names``)."""
         t0 = time.perf_counter()
         if limits is not None and not isinstance(limits, IngestLimits):
             raise InvalidInputError(f"classify: limits must be an IngestLimits or None, got {type(limits).__name__}")
-        bundle = read_logs(source, text=text, limits=limits)
+        masker = Masker()  # the job's pseudonyms, kept in memory for reveal_hosts
+        bundle = read_logs(source, text=text, limits=limits, masker=masker)
         if isinstance(source, (str, os.PathLike)):
             from denpex_ml.batch.jobs import several_jobs_warning
 
@@ -126,7 +135,8 @@ class DenpexModel:
             if warning is not None:  # in Diagnosis.stats["warnings"], and on stderr through logging
                 bundle.warnings.append(warning)
                 logging.getLogger(__name__).warning("%s", warning)
-        return self.diagnose(bundle, started=t0)
+        d = self.diagnose(bundle, started=t0)
+        return replace(d, host_names=masker.reveal_map()) if reveal_hosts else d
 
     #: Abstention on hang / transport answers looks at the whole family: a known hang worded
     #: unfamiliarly spreads its probability over the hang classes, it is not "unknown".
@@ -188,20 +198,12 @@ class DenpexModel:
         alternatives = [Alternative(self.labels[int(i)], float(proba[i])) for i in order[:5]]
         label, confidence, best = self._decide(a, proba)
         answered = label not in (UNKNOWN_ID, NO_FAILURE_ID)
-        verdict = find_initiator(a.bundle, a.hits, a.structure, best if answered else None)
-        rank, reason = verdict.rank, verdict.reason if verdict.rank is not None else ""
+        rank, reason = initiating_rank(a, best if answered else None, self.taxonomy)
         hang = a.hang
-        if answered and best in HANG_IDS and len(hang.suspects) == 1:
-            # in a hang the rank the others wait for failed first; the hang analysis names it from
-            # the mismatch report, Flight Recorder dumps, desync report or SeqNums, which beat the
-            # generic rules (the loudest exception is usually a waiting rank's timeout)
-            rank, reason = (
-                hang.suspects[0],
-                "hang analysis: " + (hang.reasons[0] if hang.reasons else "the others wait for it"),
-            )
         if label == NO_FAILURE_ID:
             rank, reason = None, ""
         evidence = self._evidence(a, best)
+        topology, suspects = attribute(a.bundle, self.taxonomy, label, rank, evidence)
         stats = {
             "lines": a.bundle.n_lines,
             "ranks": len(a.bundle.ranks),
@@ -222,6 +224,8 @@ class DenpexModel:
             stats=stats,
             hang=hang if hang.is_hang else None,
             advice=advise(alternatives, hang, self.taxonomy) if label != NO_FAILURE_ID else None,
+            topology=topology,
+            suspects=suspects,
         )
 
     def _evidence(self, a: JobAnalysis, label: str, limit: int = 8) -> list[Evidence]:

@@ -8,7 +8,11 @@ Evidence per rank, strongest first:
 * the rank whose last collective is *behind* the others (lowest SeqNum) or that is
   silent while every other rank reports a timeout;
 * the launcher's "Root Cause (first observed failure)", which is often a waiting rank,
-  so it only breaks ties.
+  so it only breaks ties, and the worker the launcher saw fail when nothing else names one.
+
+Lines without a rank prefix count for the rank their own words name (``did not receive
+grad for rank 3``, torchelastic's ``failed (exitcode: -9) local_rank: 3``; see
+:mod:`denpex_ml.model.rank_clues`).
 
 When nothing singles out one rank, the answer is ``None`` rather than a guess.
 """
@@ -21,9 +25,12 @@ from dataclasses import dataclass
 from denpex_ml.features.fingerprints import FingerprintHit
 from denpex_ml.features.structure import StructureFeatures
 from denpex_ml.logs.bundle import LogBundle
-from denpex_ml.taxonomy import FingerprintRole
+from denpex_ml.model.featurize import JobAnalysis
+from denpex_ml.model.rank_clues import launcher_failed_worker, rank_named_in
+from denpex_ml.taxonomy import FingerprintRole, Taxonomy
+from denpex_ml.taxonomy.groups import HANG_IDS
 
-__all__ = ["InitiatorVerdict", "find_initiator"]
+__all__ = ["InitiatorVerdict", "find_initiator", "initiating_rank"]
 
 
 @dataclass(frozen=True)
@@ -34,27 +41,39 @@ class InitiatorVerdict:
 
 
 def find_initiator(
-    bundle: LogBundle, hits: list[FingerprintHit], structure: StructureFeatures, label: str | None
+    bundle: LogBundle,
+    hits: list[FingerprintHit],
+    structure: StructureFeatures,
+    label: str | None,
+    *,
+    usual_initiator: str | None = None,
 ) -> InitiatorVerdict:
-    """Name the rank that failed first, or ``None`` when the log gives no basis."""
+    """Name the rank that failed first, or ``None`` when the log gives no basis.
+
+    ``usual_initiator`` is the diagnosed entry's ``usual_initiator`` (``"main-process"``: in
+    that failure rank 0 does the extra work the others wait for); it names rank 0 when no
+    rank shows root-cause evidence of its own and rank 0 did not time out itself.
+    """
     ranks = bundle.ranks
-    if not ranks:
-        return InitiatorVerdict(None, "the log names no ranks", {})
     score: dict[int, float] = defaultdict(float)
     why: dict[int, list[str]] = defaultdict(list)
     first_ts: dict[int, float] = {}
     first_pos: dict[int, tuple[str, int]] = {}
     for h in hits:
         r = h.line.rank
+        named = ""
         if r is None:
-            continue
+            clue = rank_named_in(h.line, bundle)
+            if clue is None:
+                continue
+            r, named = clue.rank, f"; {clue.reason}"
         if h.role is FingerprintRole.ROOT_CAUSE:
             value = (3.0 if h.entry_id == label else 1.0) + h.weight
-            reason = f"root-cause evidence ({h.entry_id})"
+            reason = f"root-cause evidence ({h.entry_id}){named}"
         elif h.entry_id == label:
             # context/symptom lines of the diagnosed failure (a loss-scale line, an NCCL WARN)
             value = 1.0 + 0.5 * h.weight if h.role is FingerprintRole.CONTEXT else 0.6 + 0.5 * h.weight
-            reason = f"{h.role.value} evidence ({h.entry_id})"
+            reason = f"{h.role.value} evidence ({h.entry_id}){named}"
         else:
             continue
         if value > score.get(r, 0.0):
@@ -101,6 +120,15 @@ def find_initiator(
     if not score and launcher_rank is not None:
         score[launcher_rank] = 0.6
         why[launcher_rank].append("named by the launcher as first observed failure (no other evidence)")
+    if usual_initiator == "main-process" and 0 not in timeouts and max(score.values(), default=0.0) < 3.0:
+        # the waiting ranks' timeouts and context lines do not make them the initiator
+        score[0] = max(max(score.values(), default=0.0), 0.6) + 0.5
+        why[0].append("in this failure the main process (rank 0) does the work the others wait for")
+    if not score:
+        failed = launcher_failed_worker(bundle)
+        if failed is not None:
+            score[failed.rank] = 0.6
+            why[failed.rank].append(failed.reason + " (no other evidence)")
     if not score:
         return InitiatorVerdict(None, "no rank shows a failure of its own", {})
     best = max(score.values())
@@ -121,3 +149,20 @@ def find_initiator(
         return InitiatorVerdict(None, "several ranks look alike; no single first failure", dict(score))
     r = top[0]
     return InitiatorVerdict(r, "; ".join(dict.fromkeys(why[r])), dict(score))
+
+
+def initiating_rank(a: JobAnalysis, label: str | None, taxonomy: Taxonomy) -> tuple[int | None, str]:
+    """``(rank, reason)`` of the rank that failed first for a job diagnosed as ``label``
+    (``None`` when the model did not name a failure).
+
+    In a hang the rank the others wait for failed first: when the hang analysis names exactly
+    one (mismatch report, Flight Recorder dumps, desync report, SeqNums), it beats the generic
+    rules, whose loudest exception is usually a waiting rank's timeout.
+    """
+    usual = taxonomy.get(label).usual_initiator if label is not None and label in taxonomy else None
+    verdict = find_initiator(a.bundle, a.hits, a.structure, label, usual_initiator=usual)
+    if label in HANG_IDS and len(a.hang.suspects) == 1:
+        return a.hang.suspects[0], "hang analysis: " + (
+            a.hang.reasons[0] if a.hang.reasons else "the others wait for it"
+        )
+    return verdict.rank, verdict.reason if verdict.rank is not None else ""

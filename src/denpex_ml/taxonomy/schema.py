@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
@@ -132,6 +132,12 @@ class Entry(_Strict):
         default_factory=list,
         description="hang-analysis features that point at this entry (phase:<phase>, signal:<name>; "
         "see denpex_ml.hang.analysis.HANG_FEATURE_NAMES)",
+    )
+    usual_initiator: Literal["main-process"] | None = Field(
+        default=None,
+        description="the rank that usually fails first in this failure when no line names one: "
+        "'main-process' (rank 0 does the extra work - saving, evaluating, preprocessing - while the "
+        "others wait, so it is the rank they wait for unless it timed out itself)",
     )
 
     @field_validator("tags")

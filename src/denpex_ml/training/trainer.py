@@ -32,9 +32,9 @@ from denpex_ml.metrics import classification_metrics, per_class_table
 from denpex_ml.model.core import DenpexModel, family_supported
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
-from denpex_ml.model.initiator import find_initiator
+from denpex_ml.model.initiator import initiating_rank
 from denpex_ml.model.persistence import models_root
-from denpex_ml.taxonomy import UNKNOWN_ID, load_taxonomy
+from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy, load_taxonomy
 from denpex_ml.training.cache import EmbeddingStore, FeatureStore, example_key, featurizer_signature
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example, build_data, incident_bundle
@@ -185,7 +185,12 @@ def _choose_threshold(proba: np.ndarray, y: np.ndarray, kept: np.ndarray | None 
 
 
 def _initiator_metrics(
-    prefix: str, analyses: Sequence[JobAnalysis], examples: Sequence[Example], proba: np.ndarray, labels: list[str]
+    prefix: str,
+    analyses: Sequence[JobAnalysis],
+    examples: Sequence[Example],
+    proba: np.ndarray,
+    labels: list[str],
+    taxonomy: Taxonomy,
 ) -> dict[str, float]:
     """First-failing-rank accuracy where the incident states it, and where the log also
     shows that rank at all (no method can name a rank the log never mentions)."""
@@ -193,8 +198,8 @@ def _initiator_metrics(
     for a, e, p in zip(analyses, examples, proba, strict=True):
         if e.initiating_rank is None:
             continue
-        verdict = find_initiator(a.bundle, a.hits, a.structure, labels[int(np.argmax(p))])
-        hit = verdict.rank == e.initiating_rank
+        rank, _reason = initiating_rank(a, labels[int(np.argmax(p))], taxonomy)
+        hit = rank == e.initiating_rank
         n += 1
         ok += hit
         if e.initiating_rank in a.bundle.streams:
@@ -338,7 +343,9 @@ def train(
                     for k, v in classification_metrics(tf.predict_proba(test.texts), test.y).items()
                 }
             )
-            metrics.update(_initiator_metrics("synthetic_test", test.analyses or [], test.examples, test_p, labels))
+            metrics.update(
+                _initiator_metrics("synthetic_test", test.analyses or [], test.examples, test_p, labels, taxonomy)
+            )
         per_class["synthetic_test"] = per_class_table(test_p, test.y, labels)
     if evaluate_real and len(real):
         confident = np.asarray([e.confident for e in real.examples])
@@ -357,7 +364,7 @@ def train(
                     {f"{prefix}/tfidf/{k}": v for k, v in classification_metrics(tfidf_oof[mask], real.y[mask]).items()}
                 )
         if baselines:
-            metrics.update(_initiator_metrics("real", real.analyses or [], real.examples, real_oof, labels))
+            metrics.update(_initiator_metrics("real", real.analyses or [], real.examples, real_oof, labels, taxonomy))
         per_class["real"] = per_class_table(real_oof, real.y, labels)
     metrics["abstain_threshold"] = threshold
 

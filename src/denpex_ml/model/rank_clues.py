@@ -1,0 +1,90 @@
+"""Ranks named inside the text of a line, for lines no launcher prefix assigned to a rank.
+
+Many real logs are one process's output pasted without ``[rankN]:`` prefixes, or a combined
+file where only the launcher speaks for the workers. The failing rank is still plain to see
+in the words of the messages themselves:
+
+* the launcher reports the worker it saw fail: torchelastic's ``failed (exitcode: -9)
+  local_rank: 3 (pid: …)`` and ``local_rank 3 FAILED with no error file``, ``mp.spawn``'s
+  ``-- Process 1 terminated with the following error`` / ``process 1 terminated with signal
+  SIGKILL``, DeepSpeed's launcher ``[…, '--local_rank=2', …] exits with return code = 1``;
+* the error names its own rank: DDP's ``did not receive grad for rank 3``, ``[Rank 5]
+  Watchdog caught …`` quoted inside a message, ``rank = 7`` in a DeepEP/NCCL check.
+
+A launcher names a *local* rank; it is taken as the global rank only when the job shows a
+single host (the usual case of a pasted excerpt). Each clue is one piece of evidence for
+:func:`denpex_ml.model.initiator.find_initiator`, never a verdict on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine
+
+__all__ = ["RankClue", "launcher_failed_worker", "rank_named_in"]
+
+# the launcher's report of a worker that failed (a local rank)
+_LAUNCHER = re.compile(
+    r"failed \(exitcode: -?\d+\) local_rank: (?P<a>\d+) \(pid"
+    r"|local_rank (?P<b>\d+) FAILED with no error file"
+    r"|-- Process (?P<c>\d+) terminated with the following error"
+    r"|\bprocess (?P<d>\d+) terminated with (?:signal|exit code)"
+    r"|--local_rank=(?P<e>\d+)'.*\] exits with return code = -?[1-9]"
+)
+_LAUNCHER_HINT = ("local_rank", "terminated with")
+# an error message that names the rank it happened on
+_NAMED = re.compile(
+    r"\b(?:for|on) rank (?P<a>\d+)\b"
+    r"|\[Rank (?P<b>\d+)\]"
+    r"|\brank\s*=\s*(?P<c>\d+)\b"
+)
+
+
+@dataclass(frozen=True)
+class RankClue:
+    """A rank named in a line, and what names it."""
+
+    rank: int
+    reason: str
+    line: LogLine
+
+
+def _group(m: re.Match[str]) -> int:
+    return int(next(v for v in m.groupdict().values() if v is not None))
+
+
+def _single_host(bundle: LogBundle) -> bool:
+    hosts: set[str] = set()
+    for st in bundle.streams.values():
+        hosts |= st.hosts
+    return len(hosts) <= 1
+
+
+def rank_named_in(line: LogLine, bundle: LogBundle) -> RankClue | None:
+    """The rank a line's own words name (an error about a rank, a launcher's failed worker)."""
+    text = line.text
+    if "ank" in text:
+        m = _NAMED.search(text)
+        if m:
+            return RankClue(_group(m), "the error message names the rank", line)
+    if any(h in text for h in _LAUNCHER_HINT):
+        m = _LAUNCHER.search(text)
+        if m and _single_host(bundle):
+            return RankClue(_group(m), "the launcher reports this worker failed", line)
+    return None
+
+
+def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
+    """The first worker the launcher reports as failed, from lines no rank prefix claimed."""
+    st = bundle.streams.get(GLOBAL_STREAM)
+    if st is None or not _single_host(bundle):
+        return None
+    for line in st.lines:
+        text = line.text
+        if any(h in text for h in _LAUNCHER_HINT):
+            m = _LAUNCHER.search(text)
+            if m:
+                return RankClue(_group(m), "the launcher reports this worker failed first", line)
+    return None
