@@ -16,6 +16,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,6 +156,12 @@ def _add_classify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="extra taxonomy directory the model was trained with",
     )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    p.add_argument(
+        "--reveal-hosts",
+        action="store_true",
+        help="for the owner of the logs: show real host names beside their pseudonyms (node-N)",
+    )
+    p.add_argument("--host-map", metavar="FILE", help="write the job's pseudonym -> real host map to FILE (mode 0600)")
     p.set_defaults(handler=_cmd_classify)
 
 
@@ -169,11 +176,19 @@ def _cmd_classify(args: argparse.Namespace) -> int:
         from time import perf_counter
 
         from denpex_ml.logs.ingest import read_stream
+        from denpex_ml.logs.masking import Masker
 
         t0 = perf_counter()
-        d = model.diagnose(read_stream(sys.stdin.buffer, name="<stdin>"), started=t0)
+        masker = Masker()
+        d = model.diagnose(read_stream(sys.stdin.buffer, name="<stdin>", masker=masker), started=t0)
+        d = replace(d, host_names=masker.reveal_map()) if (args.reveal_hosts or args.host_map) else d
     else:
-        d = model.classify(args.path)
+        d = model.classify(args.path, reveal_hosts=bool(args.reveal_hosts or args.host_map))
+    if args.host_map:
+        from denpex_ml.topology.reveal import write_private_json
+
+        write_private_json(args.host_map, d.host_names or {})
+        d = d if args.reveal_hosts else replace(d, host_names=None)
     if args.json:
         print(json.dumps(d.to_dict(), indent=2))
     else:

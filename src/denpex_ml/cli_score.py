@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from denpex_ml.batch.results import JobResult
+    from denpex_ml.topology.nodes import NodeSummary
 
 __all__ = ["Summary", "add_parser", "run"]
 
@@ -69,6 +70,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
     p.add_argument(
         "--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory (repeatable)"
+    )
+    p.add_argument(
+        "--nodes",
+        metavar="FILE",
+        help="also write the node summary (.csv or .jsonl): hosts and GPUs blamed across the jobs of this "
+        "run, the most blamed first, with the jobs that implicate each",
+    )
+    p.add_argument(
+        "--reveal-hosts",
+        action="store_true",
+        help="for the owner of the logs: write the run-wide host names' real names to FILE.hosts.json "
+        "(mode 0600, beside --nodes FILE or else OUTPUT) and a host_name column in the node summary (0600 too)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress and no summary")
     p.set_defaults(handler=run)
@@ -212,6 +225,20 @@ def _usage_error(message: str) -> int:
     return EXIT_USAGE
 
 
+def _write_nodes(nodes: NodeSummary, path: str | None, output: str, reveal: bool, *, quiet: bool) -> None:
+    """The node summary (``--nodes``) and, for the owner who asked, the host map (0600)."""
+    from denpex_ml.topology.reveal import host_map_path, write_private_json
+
+    if path:
+        nodes.write(path, reveal=reveal)
+        if not quiet:
+            print(f"node summary ({len(nodes)} hosts blamed) written to {path}", file=sys.stderr)
+    if reveal:
+        where = write_private_json(host_map_path(path or output), {"hosts": nodes.registry.reveal_map()})
+        if not quiet:
+            print(f"host map (real names, mode 0600) written to {where}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     """Score the batch at ``args.path`` into ``args.output``; returns the exit code.
 
@@ -235,8 +262,17 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     if not to_stdout and out.exists() and not (args.resume or args.overwrite):
         return _usage_error(f"{out} exists; use --resume to continue it or --overwrite to start again")
+    nodes_path = getattr(args, "nodes", None)
+    reveal = bool(getattr(args, "reveal_hosts", False))
+    if reveal and to_stdout and not nodes_path:
+        return _usage_error("--reveal-hosts with -o - needs --nodes FILE (the host map is written beside it)")
+    if nodes_path and (nodes_path == args.output or Path(nodes_path).is_dir()):
+        return _usage_error(f"--nodes {nodes_path}: give a file other than the results file")
     from denpex_ml.batch.jobs import discover_jobs
     from denpex_ml.batch.score import pending_jobs, planned, score_jobs
+    from denpex_ml.topology.nodes import NodeSummary
+
+    nodes = NodeSummary() if (nodes_path or reveal) else None
 
     batch = discover_jobs(args.path, pattern=args.job_pattern, exclude=args.exclude)  # before any file is written
     if batch.skipped:
@@ -260,6 +296,7 @@ def run(args: argparse.Namespace) -> int:
         engine=args.engine,
         ray_address=args.ray_address,
         job_timeout=args.job_timeout or None,
+        nodes=nodes,
     )
     try:
         for r in results:
@@ -278,6 +315,8 @@ def run(args: argparse.Namespace) -> int:
             # the error that stopped the run is the one to report; the journal is kept
         if not finished:
             print(f"denpex-ml score: stopped after {summary.n} jobs; rerun with --resume to finish", file=sys.stderr)
+    if nodes is not None:
+        _write_nodes(nodes, nodes_path, args.output, reveal, quiet=args.quiet)
     if not args.quiet:
         stream = sys.stderr if to_stdout else sys.stdout  # with -o -, stdout holds the rows only
         console = Console(soft_wrap=False, width=None if stream.isatty() else 160, stderr=to_stdout)

@@ -56,6 +56,7 @@ COLUMNS = (
     "initiating_reason",
     "hang_phase",
     "hang_suspects",
+    "suspects",
     "evidence",
     "ranks",
     "lines",
@@ -66,7 +67,7 @@ COLUMNS = (
     "error",
     "model",
 )
-_NESTED = ("alternatives", "hang_suspects", "evidence", "warnings")
+_NESTED = ("alternatives", "hang_suspects", "suspects", "evidence", "warnings")
 
 
 def public_job_id(job_id: str) -> str:
@@ -87,15 +88,15 @@ def public_job_id(job_id: str) -> str:
 
 
 def public_result(result: JobResult) -> JobResult:
-    """``result`` with its job id made public (:func:`public_job_id`) and its error message masked
-    (the raw job id inside it replaced by the public one)."""
+    """``result`` with its job id made public (:func:`public_job_id`), its error message masked
+    (the raw job id inside it replaced by the public one) and no real host name left in memory."""
     pub = public_job_id(result.job_id)
     error = result.error
     if error:
         error = Masker().mask(error.replace(result.job_id, pub) if pub != result.job_id else error)
-    if pub == result.job_id and error == result.error:
+    if pub == result.job_id and error == result.error and not result.host_names:
         return result
-    return replace(result, job_id=pub, error=error)
+    return replace(result, job_id=pub, error=error, host_names={})
 
 
 @dataclass
@@ -119,6 +120,9 @@ class JobResult:
     initiating_reason: str = ""
     hang_phase: str | None = None  #: the phase a hang happened in (hang analysis), else None
     hang_suspects: list[int] = field(default_factory=list)  #: ranks the others waited for
+    #: nodes / GPUs to act on (:func:`denpex_ml.topology.nodes.compact_suspects`): ``host`` is the
+    #: run-wide name (``host-N``, as in the node summary), ``node`` the job's own pseudonym
+    suspects: list[dict[str, Any]] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     ranks: int | None = None
     lines: int | None = None
@@ -128,13 +132,18 @@ class JobResult:
     error_type: str | None = None
     error: str | None = None
     model: str | None = None
+    #: pseudonym -> real name of the suspects' hosts, in memory only between a worker and the
+    #: scoring loop (which turns them into run-wide names); never in :meth:`to_dict` or a file
+    host_names: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        del row["host_names"]
+        return row
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> JobResult:
@@ -608,6 +617,7 @@ def _write_parquet(path: Path, rows: Iterable[dict[str, Any]]) -> None:
             ("initiating_reason", pa.string()),
             ("hang_phase", pa.string()),
             ("hang_suspects", pa.string()),
+            ("suspects", pa.string()),
             ("evidence", pa.string()),
             ("ranks", pa.int64()),
             ("lines", pa.int64()),

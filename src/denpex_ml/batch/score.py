@@ -24,7 +24,7 @@ import time
 from collections.abc import Collection, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
 from types import FrameType
@@ -33,12 +33,13 @@ from typing import Any
 from denpex_ml.batch.jobs import Batch, BatchLimits, Job, discover_jobs
 from denpex_ml.batch.results import JobResult, public_job_id, public_result
 from denpex_ml.errors import DenpexError, InvalidInputError, JobTimeoutError, WorkerCrashedError
-from denpex_ml.logs import IngestLimits, read_logs
+from denpex_ml.logs import IngestLimits, Masker, read_logs
 from denpex_ml.logs.ingest import read_members
 from denpex_ml.logs.sources import Member, ReadBudget, iter_bytes_members, iter_members
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.diagnosis import Diagnosis
 from denpex_ml.model.persistence import models_root, read_model_dir
+from denpex_ml.topology.nodes import HostRegistry, NodeSummary, compact_suspects
 
 __all__ = ["DEFAULT_JOB_TIMEOUT", "ENGINES", "ModelSpec", "score_archive", "score_job", "score_jobs"]
 
@@ -97,6 +98,7 @@ def _row(job_id: str, d: Diagnosis, model_id: str) -> JobResult:
         initiating_reason=d.initiating_reason,
         hang_phase=d.hang.phase.value if d.hang is not None else None,
         hang_suspects=list(d.hang.suspects) if d.hang is not None else [],
+        suspects=compact_suspects(data["suspects"]),
         evidence=[
             {k: ev[k] for k in ("rank", "source", "line", "text", "why") if k in ev}
             for ev in data["evidence"][:ROW_EVIDENCE]
@@ -182,18 +184,23 @@ def _score_job(model: DenpexModel, job: Job, limits: IngestLimits | None) -> Job
     if job.error is not None:
         return JobResult.failed(job.id, *job.error)
     limits = limits or IngestLimits()
+    masker = Masker()  # the job's pseudonyms: the suspects' real hosts become run-wide names in the parent
     try:
         if job.path is not None:
-            bundle = read_logs(job.path, limits=limits)
+            bundle = read_logs(job.path, limits=limits, masker=masker)
         elif job.files:
             budget = ReadBudget(limits, job.id)
-            bundle = read_members(_job_members(job, limits, budget), name=job.id, limits=limits, budget=budget)
+            members = _job_members(job, limits, budget)
+            bundle = read_members(members, name=job.id, limits=limits, budget=budget, masker=masker)
         else:
             budget = ReadBudget(limits, job.id)
             members = (m for name, data in job.members for m in iter_bytes_members(name, data, limits, budget))
-            bundle = read_members(members, name=job.id, limits=limits, budget=budget)
+            bundle = read_members(members, name=job.id, limits=limits, budget=budget, masker=masker)
         result = _row(job.id, model.diagnose(bundle, started=t0), model.model_id)
         result.bytes = bundle.n_bytes
+        if result.suspects:
+            real = masker.reveal_map()
+            result.host_names = {s["host"]: real[s["host"]] for s in result.suspects if s["host"] in real}
         return result
     except DenpexError as exc:
         return JobResult.failed(job.id, type(exc).__name__, str(exc), time.perf_counter() - t0)
@@ -450,9 +457,14 @@ def score_jobs(
     ray_address: str | None = None,
     limits: IngestLimits | None = None,
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT,
+    nodes: NodeSummary | None = None,
 ) -> Generator[JobResult, None, None]:
     """Score jobs (from :func:`~denpex_ml.batch.jobs.discover_jobs`), yielding results as they
     finish (not in input order when ``workers > 1``).
+
+    Each row's ``suspects`` name hosts by run-wide names (``host-1``...: the same host in every
+    job of this call); ``nodes`` (a :class:`~denpex_ml.topology.NodeSummary`) also counts them
+    across jobs, for :meth:`~denpex_ml.topology.NodeSummary.write`.
 
     ``job_timeout`` seconds (None or 0: no limit) bound each job: one over it becomes a
     ``JobTimeoutError`` row. With ``workers > 1`` its worker is killed and replaced; with one
@@ -470,8 +482,14 @@ def score_jobs(
         raise InvalidInputError(f"score: job_timeout must be a number of seconds >= 0 or None, got {job_timeout!r}")
     if not job_timeout or job_timeout == float("inf"):
         job_timeout = None  # no limit
+    registry = nodes.registry if nodes is not None else HostRegistry()
     for result in _score_jobs(jobs, model, taxonomy_dirs, workers, engine, ray_address, limits, job_timeout):
-        yield public_result(result)  # job ids and error messages leave masked, like log text
+        if result.suspects:
+            result = replace(result, suspects=registry.publish(result.suspects, result.host_names))
+        result = public_result(result)  # job ids and error messages leave masked, like log text
+        if nodes is not None and result.suspects:
+            nodes.add(result.job_id, result.suspects)
+        yield result
 
 
 def _score_jobs(
@@ -515,6 +533,7 @@ def score_archive(
     limits: IngestLimits | None = None,
     batch_limits: BatchLimits | None = None,
     job_timeout: float | None = DEFAULT_JOB_TIMEOUT,
+    nodes: NodeSummary | None = None,
 ) -> Generator[JobResult, None, None]:
     """Score every job of a directory or archive of failed jobs, one result per job.
 
@@ -538,6 +557,9 @@ def score_archive(
     job_timeout:
         Seconds one job may take (default 300; None or 0: no limit); a job over it is a
         ``JobTimeoutError`` row (see :func:`score_jobs`).
+    nodes:
+        A :class:`~denpex_ml.topology.NodeSummary` that counts the hosts and GPUs the jobs blame
+        (a node blamed by several jobs is a drain candidate); read it once the results are consumed.
 
     Yields
     ------
@@ -546,8 +568,10 @@ def score_archive(
 
     Examples
     --------
-    >>> for r in score_archive("data/examples/jobs"):  # doctest: +SKIP
-    ...     print(r.job_id, r.label, r.confidence)
+    >>> nodes = NodeSummary()
+    >>> for r in score_archive("data/examples/jobs", nodes=nodes):  # doctest: +SKIP
+    ...     print(r.job_id, r.label, r.confidence, r.suspects)
+    >>> nodes.write("nodes.csv")  # doctest: +SKIP
     """
     batch = discover_jobs(path, pattern=job_pattern, exclude=exclude, limits=batch_limits)
     jobs = pending_jobs(batch, skip)
@@ -560,6 +584,7 @@ def score_archive(
         ray_address=ray_address,
         limits=limits,
         job_timeout=job_timeout,
+        nodes=nodes,
     )
 
 

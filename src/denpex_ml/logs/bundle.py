@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from denpex_ml.logs.launcher import LauncherSummary
+from denpex_ml.logs.system import SystemLine
 from denpex_ml.logs.timestamps import parse_timestamp
 
 __all__ = ["GLOBAL_STREAM", "LogBundle", "LogLine", "RankLog", "StreamKey"]
@@ -84,6 +85,12 @@ class LogBundle:
     flight_recorder:
         PyTorch Flight Recorder dumps found among the job's files, by rank
         (:class:`~denpex_ml.logs.flight_recorder.FlightRecorderDump`, read without unpickling code).
+    system:
+        Masked hardware lines of the job's kernel / ``nvidia-smi`` / DCGM members, with the host
+        (pseudonym) each member belongs to (:class:`~denpex_ml.logs.system.SystemLine`).
+    job_hosts, job_meta:
+        The job's hosts (pseudonyms, in node order) and fields (``state``, ``start``...) from
+        Slurm metadata among its files (``sacct -P`` output, a node list file).
     """
 
     streams: dict[StreamKey, RankLog] = field(default_factory=dict)
@@ -97,6 +104,9 @@ class LogBundle:
     n_hosts: int = 0
     warnings: list[str] = field(default_factory=list)
     flight_recorder: dict[int, Any] = field(default_factory=dict)
+    system: list[SystemLine] = field(default_factory=list)
+    job_hosts: list[str] = field(default_factory=list)
+    job_meta: dict[str, str] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:

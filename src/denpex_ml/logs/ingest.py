@@ -49,6 +49,17 @@ from denpex_ml.logs.sources import (
     opened,
     peek,
 )
+from denpex_ml.logs.system import (
+    HARDWARE_LINE,
+    JOB_METADATA_KINDS,
+    MAX_METADATA_BYTES,
+    MAX_SYSTEM_LINES,
+    SystemLine,
+    host_from_name,
+    metadata_hosts,
+    syslog_hosts,
+    system_kind,
+)
 
 __all__ = ["LogSource", "read_logs", "read_members", "read_stream"]
 
@@ -342,6 +353,10 @@ class _Builder:
             order = {s: i for i, s in enumerate(bundle.sources)}
             lines.sort(key=lambda ln: (order.get(ln.source, 0), ln.lineno))
             bundle.streams[key] = RankLog(key, lines, st.n_lines, st.n_salient, st.hosts)
+        bundle.system = [
+            SystemLine(s.kind, s.host, names.get(s.source, s.source), s.lineno, masker.mask_known_hosts(s.text))
+            for s in bundle.system
+        ]
         bundle.launcher = self.launcher.summary
         bundle.masked = dict(masker.counts)
         bundle.n_hosts = masker.n_hosts
@@ -412,21 +427,70 @@ def _line_indices(pattern: re2._Regexp, block: bytes) -> set[int]:
 
 
 def _ingest_stream(
-    builder: _Builder, masker: Masker, stream: io.BufferedIOBase | io.RawIOBase, name: str, limits: IngestLimits
+    builder: _Builder,
+    masker: Masker,
+    stream: io.BufferedIOBase | io.RawIOBase,
+    name: str,
+    limits: IngestLimits,
+    system: str | None = None,
 ) -> None:
     file_rank = rank_from_path(name)
     builder.bundle.sources.append(name)  # masked in finish(), once every host is known
     lineno = 0
+    host: str | None = None
+    if system is not None:  # a host's kernel / nvidia-smi / DCGM log: its host is learned before masking
+        named = host_from_name(name)
+        host = masker.host_pseudonym(named) if named else None
     try:
         for block in iter_text_blocks(stream, name=name, max_line_chars=limits.max_line_chars):  # type: ignore[arg-type]
             builder.bundle.n_bytes += len(block)
+            if system is None:
+                lineno = builder.add_block(block, masker, name, file_rank, lineno)
+                continue
+            found = syslog_hosts(block.encode("utf-8", "replace"))
+            if found:
+                masker.learn_hosts(found)
+            start = lineno
             lineno = builder.add_block(block, masker, name, file_rank, lineno)
+            _keep_system_lines(builder.bundle, masker, block, system, host, name, start)
     except (EOFError, zlib.error, gzip.BadGzipFile, tarfile.TarError, zipfile.BadZipFile) as exc:
         raise ArchiveError(f"{name}: corrupt or truncated compressed data ({exc})") from None
     except OSError as exc:
         if isinstance(exc, DenpexError):
             raise
         raise ArchiveError(f"{name}: read failed ({exc})") from None
+
+
+def _keep_system_lines(
+    bundle: LogBundle, masker: Masker, block: str, kind: str, host: str | None, source: str, lineno: int
+) -> None:
+    """Keep the hardware lines of a system member's block, masked (bounded per job)."""
+    room = MAX_SYSTEM_LINES - len(bundle.system)
+    if room <= 0:
+        return
+    idx = sorted(_line_indices(HARDWARE_LINE, block.encode("utf-8", "replace")))[:room]
+    if not idx:
+        return
+    lines = block.split("\n")
+    idx = [i for i in idx if i < len(lines)]
+    texts = masker.mask_lines([collapse_cr(lines[i]) if "\r" in lines[i] else lines[i] for i in idx])
+    bundle.system.extend(SystemLine(kind, host, source, lineno + i + 1, t) for i, t in zip(idx, texts, strict=True))
+
+
+def _read_job_metadata(builder: _Builder, masker: Masker, stream: BinaryIO, name: str, kind: str) -> None:
+    """Slurm metadata (``sacct -P`` output, a node list file): its hosts are learned in node order
+    and kept as pseudonyms; the text itself is not ingested as log lines."""
+    text = stream.read(MAX_METADATA_BYTES).decode("utf-8", "replace")
+    hosts, meta = metadata_hosts(kind, text)
+    bundle = builder.bundle
+    bundle.sources.append(name)  # masked in finish(), like every source name
+    for h in hosts:
+        p = masker.host_pseudonym(h)
+        if p not in bundle.job_hosts:
+            bundle.job_hosts.append(p)
+    for key, value in meta.items():
+        bundle.job_meta.setdefault(key, masker.mask(value))
+    bundle.formats[kind] += 1
 
 
 def _mapping_items(source: Mapping[int | str, str | bytes]) -> Iterable[tuple[str, str | bytes]]:
@@ -601,7 +665,11 @@ def _read_members(
                 if looks_like_flight_recorder(head, member.name):
                     _read_flight_recorder(builder, masker, stream, member.name)
                     continue
-                _ingest_stream(builder, masker, stream, member.name, budget.limits)  # type: ignore[arg-type]
+                system = system_kind(member.name, head)
+                if system in JOB_METADATA_KINDS:
+                    _read_job_metadata(builder, masker, stream, member.name, system)
+                    continue
+                _ingest_stream(builder, masker, stream, member.name, budget.limits, system)  # type: ignore[arg-type]
         except FlightRecorderError as exc:
             if strict:
                 raise
@@ -627,11 +695,12 @@ def read_members(
     limits: IngestLimits | None = None,
     retention: Retention | None = None,
     budget: ReadBudget | None = None,
+    masker: Masker | None = None,
 ) -> LogBundle:
     """Read one job given as :class:`~denpex_ml.logs.sources.Member` objects (the batch scorer's
     entry point for jobs that are not one path: pattern-grouped files, archive members)."""
     limits = limits or IngestLimits()
-    masker = Masker()
+    masker = masker or Masker()
     return _read_members(
         _Builder(retention or Retention()), masker, members, budget or ReadBudget(limits, name), strict=False, what=name
     )

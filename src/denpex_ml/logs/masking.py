@@ -281,6 +281,23 @@ class Masker:
         for h in hosts:
             self.host_pseudonym(h)
 
+    def reveal_map(self) -> dict[str, str]:
+        """Pseudonym -> the real name (or address) it stands for, for the owner of the logs only.
+
+        The first name learned for a pseudonym is given (``gpu-7.cluster.local`` and ``gpu-7``
+        are one node). Nothing in the library writes it unless asked: see ``docs/security.md``.
+
+        >>> m = Masker()
+        >>> m.mask("MASTER_ADDR=gpu-node-7")
+        'MASTER_ADDR=node-1'
+        >>> m.reveal_map()
+        {'node-1': 'gpu-node-7'}
+        """
+        out: dict[str, str] = {}
+        for real, p in (*self._hosts.items(), *self._ips.items()):
+            out.setdefault(p, real)
+        return out
+
     @property
     def n_hosts(self) -> int:
         """Distinct hosts (pseudonyms) known so far."""

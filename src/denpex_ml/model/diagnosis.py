@@ -10,6 +10,8 @@ from denpex_ml.hang.advice import HangAdvice
 from denpex_ml.hang.analysis import HangReport
 from denpex_ml.taxonomy import UNKNOWN_ID, Entry
 from denpex_ml.taxonomy.groups import NO_FAILURE_ID
+from denpex_ml.topology.parse import Topology
+from denpex_ml.topology.suspects import Suspect, fill_placeholders, suspect_lines
 
 __all__ = ["Alternative", "Diagnosis", "Evidence"]
 
@@ -89,6 +91,15 @@ class Diagnosis:
         The hang analysis (per-rank collectives, phases, frames, suspects) when the job hung.
     advice:
         When hang classes compete: the rivals, what tells them apart, what to collect next.
+    topology:
+        Where each rank ran (host pseudonym, local rank, GPU index, PCI bus id), as far as the
+        logs show it (:class:`~denpex_ml.topology.Topology`).
+    suspects:
+        For hardware failures and hardware events in the hosts' system output: the nodes / GPUs
+        to act on, with the reason and the lines (:class:`~denpex_ml.topology.Suspect`).
+    host_names:
+        Pseudonym -> real host name, only when the owner asked (``reveal_hosts=True``);
+        None otherwise, and then no output holds a real name.
     """
 
     label: str
@@ -102,6 +113,9 @@ class Diagnosis:
     stats: dict[str, Any] = field(default_factory=dict)
     hang: HangReport | None = None
     advice: HangAdvice | None = None
+    topology: Topology | None = None
+    suspects: list[Suspect] = field(default_factory=list)
+    host_names: dict[str, str] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         alts = [a if isinstance(a, Alternative) else Alternative(str(a[0]), float(a[1])) for a in self.alternatives]
@@ -140,6 +154,9 @@ class Diagnosis:
             "hang": self.hang.to_dict() if self.hang is not None else None,
             "advice": self.advice.to_dict() if self.advice is not None else None,
             "stats": dict(self.stats),
+            "topology": self.topology.to_dict() if self.topology is not None else None,
+            "suspects": [s.to_dict(self.host_names) for s in self.suspects],
+            **({"host_names": dict(self.host_names)} if self.host_names is not None else {}),
         }
 
     def shown_alternatives(self, limit: int = 3) -> list[Alternative]:
@@ -172,6 +189,7 @@ class Diagnosis:
         if shown:
             lead = "Closest entries: " if self.abstained else "Also possible: "
             out.append(lead + ", ".join(f"{a.label} {a.probability:.0%}" for a in shown))
+        out += suspect_lines(self.suspects, self.host_names)
         if self.hang is not None:
             out += self.hang.summary_lines()
         if self.advice is not None:
@@ -185,9 +203,12 @@ class Diagnosis:
         out.append("Root cause: " + e.root_cause.strip())
         if e.fix:
             out.append("Fix:")
+            target = self.suspects[0] if len({s.host for s in self.suspects if s.host}) == 1 else None
             for i, step in enumerate(e.fix, 1):
                 out.append(f"  {i}. {step.step}")
-                out += [f"       {c}" for c in step.commands]
+                out += [
+                    f"       {fill_placeholders(c, target, self.host_names) if target else c}" for c in step.commands
+                ]
         if e.confirm:
             out.append("Confirm:")
             out += [f"  - {c}" for c in e.confirm]
