@@ -42,7 +42,7 @@ def normalise_bus_id(text: str) -> str | None:
     >>> normalise_bus_id("3b000"), normalise_bus_id("00000000:3B:00.0"), normalise_bus_id("PCI:0000:3b:00")
     ('0000:3b:00', '0000:3b:00', '0000:3b:00')
     """
-    s = text.strip().lower().removeprefix("pci:")
+    s = text.strip().lower().removeprefix("pci:").rstrip(":.")
     try:
         if ":" not in s:
             if not re.fullmatch(r"[0-9a-f]{5,13}", s):

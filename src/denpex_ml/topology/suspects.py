@@ -191,7 +191,10 @@ def attribute(
         for r in ranks:
             p = topo.place(r)
             lines = [f"{ev.source}:{ev.line}: {ev.text}" for ev in evidence if ev.rank == r][:MAX_EVIDENCE]
-            why = f"rank {r} printed the root cause of {label}" + (" (first failing rank)" if r == rank else "")
+            if r in root_ranks:
+                why = f"rank {r} printed the root cause of {label}" + (" (first failing rank)" if r == rank else "")
+            else:
+                why = f"rank {r} is the first failing rank of {label}"
             if p is None or p.host is None:
                 merge.add(None, None if network or p is None else p.gpu, None, [r], why, "log", label, None, lines)
             elif network:
