@@ -147,7 +147,8 @@ def job_time(row: Mapping[str, Any]) -> float | None:
 
 
 def job_nodes(row: Mapping[str, Any]) -> list[str]:
-    """The nodes a row implicates (``suspects`` entries: a name or ``{"node"|"host": ..., "gpu": ...}``)."""
+    """The nodes a row implicates: ``suspects`` entries (``{"host": ..., "gpu": ...}`` as batch rows
+    write them, or a name), else a ``nodes`` list."""
     for key in NODE_FIELDS:
         value = row.get(key)
         if not value:
@@ -156,7 +157,7 @@ def job_nodes(row: Mapping[str, Any]) -> list[str]:
         names: list[str] = []
         for item in items:
             if isinstance(item, Mapping):
-                name = item.get("node") or item.get("host") or item.get("name")
+                name = item.get("host") or item.get("node") or item.get("name")  # host: the run-wide name
                 gpu = item.get("gpu")
                 if name is None:
                     continue

@@ -140,7 +140,7 @@ def summarise(rows: Sequence[dict[str, Any]], titles: dict[str, str] | None = No
         if t is not None:
             times.append((t, row))
         nodes = job_nodes(row)
-        if nodes or "suspects" in row or "nodes" in row:
+        if nodes:
             s.has_nodes = True
         for node in nodes:
             node_jobs[node] += 1
