@@ -142,6 +142,69 @@ def test_batch_job_ids_are_masked(
     assert _leaks({"job_id": "\n".join(job_ids)}) == []
 
 
+def _host_kinds() -> set[str]:
+    """Host names and addresses: what the owner's host map may hold (nothing else)."""
+    return {k for k in SECRETS if k.startswith("host-") or "ipv4" in k or "ipv6" in k}
+
+
+def test_node_attribution_reveals_hosts_only_when_asked(
+    job: Path, tmp_path: Path, scoring_model: tuple[DenpexModel, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Topology, suspects and kernel lines hold pseudonyms; real host names come out only through
+    ``reveal_hosts`` / ``--reveal-hosts`` / ``--host-map``, and the map file is private (0600)."""
+    model, model_args = scoring_model
+    bundle = read_logs(job)
+    d = model.classify(job)
+    assert d.suspects  # the Xid 79 in the kernel log is attributed
+    outputs = {
+        "bundle.system": "\n".join(map(repr, bundle.system)),
+        "bundle.job_hosts": json.dumps(bundle.job_hosts),
+        "classify.topology+suspects": json.dumps(d.to_dict()),
+        "classify.summary": d.summary(),
+    }
+    assert main(["classify", str(job), "--json", *model_args]) == EXIT_OK
+    outputs["classify --json"] = capsys.readouterr().out
+    assert _leaks(outputs) == []
+    # asked: every real host name is in the owner's map, and nowhere else is anything else leaked
+    shown = model.classify(job, reveal_hosts=True)
+    revealed = {kind for kind, value in SECRETS.items() if value in json.dumps(shown.to_dict())}
+    assert revealed and revealed <= _host_kinds()
+    host_map = tmp_path / "map.json"
+    assert main(["classify", str(job), "--host-map", str(host_map), *model_args]) == EXIT_OK
+    assert _leaks({"classify --host-map (stdout)": capsys.readouterr().out}) == []
+    assert oct(host_map.stat().st_mode & 0o777) == "0o600"
+    assert {SECRETS[k] for k in ("host-kernel-dir", "host-journal", "host-nodelist")} <= set(
+        json.loads(host_map.read_text()).values()
+    )
+
+
+def test_node_summary_files(
+    tmp_path: Path, scoring_model: tuple[DenpexModel, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = corpus.write_batch(tmp_path / "jobs")
+    _, model_args = scoring_model
+    out, nodes = tmp_path / "results" / "out.jsonl", tmp_path / "results" / "nodes.csv"
+    out.parent.mkdir()
+    assert main(["score", str(root), "-o", str(out), "--nodes", str(nodes), "--quiet", *model_args]) == 1
+    outputs = {"score --nodes": capsys.readouterr().out, "results dir": _tree_text(tmp_path / "results")}
+    job_ids = [json.loads(line)["job_id"] for line in out.read_text().splitlines()]
+    for job_id in sorted(job_ids, key=len, reverse=True):
+        outputs = {k: v.replace(job_id, "<job-id>") for k, v in outputs.items()}
+    assert _leaks(outputs) == [] and "host-" in nodes.read_text()
+    assert not list(out.parent.glob("*.hosts.json"))
+    # asked: the real names are only in the 0600 files
+    argv = ["score", str(root), "-o", str(out), "--overwrite", "--nodes", str(nodes), "--reveal-hosts", "--quiet"]
+    assert main([*argv, *model_args]) == 1
+    capsys.readouterr()
+    private = [nodes, out.parent / "nodes.csv.hosts.json"]
+    assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in private)
+    assert "hgx-rack4-n12" in private[1].read_text()
+    shared = {str(p): p.read_text() for p in out.parent.iterdir() if p not in private}
+    for job_id in sorted(job_ids, key=len, reverse=True):
+        shared = {k: v.replace(job_id, "<job-id>") for k, v in shared.items()}
+    assert _leaks(shared) == []
+
+
 def test_incident_store(tmp_path: Path, job: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = IncidentStore(tmp_path / "store")
     inc = store.add(job, label="unknown", source_url=f"https://tickets.example.org/9?by={corpus.EMAIL_DIR}")

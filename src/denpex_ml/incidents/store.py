@@ -30,6 +30,7 @@ from denpex_ml.incidents.collect import LogInput, bracket_hosts, collect, mask_s
 from denpex_ml.logs.limits import IngestLimits
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.prefixes import discover_hosts
+from denpex_ml.logs.system import learn_system_hosts
 from denpex_ml.taxonomy import load_taxonomy
 from denpex_ml.taxonomy.schema import UNKNOWN_ID
 
@@ -416,6 +417,8 @@ class IncidentStore:
 
         collected = collect(source, self._limits)
         masker = Masker()
+        # kernel / nvidia-smi / DCGM output and Slurm node lists: their hosts are learned first
+        collected.files = [(name, learn_system_hosts(masker, name, text)) for name, text in collected.files]
         hosts: set[str] = set()
         for _, text in collected.files:
             hosts |= discover_hosts(text) | bracket_hosts(text)

@@ -30,6 +30,7 @@ __all__ = [
     "SystemLine",
     "expand_hostlist",
     "host_from_name",
+    "learn_system_hosts",
     "metadata_hosts",
     "syslog_hosts",
     "system_kind",
@@ -246,3 +247,33 @@ def metadata_hosts(kind: str, text: str) -> tuple[list[str], dict[str, Any]]:
 
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def learn_system_hosts(masker: Any, name: str, text: str) -> str:
+    """For readers that keep whole files (the incident store): teach ``masker`` the hosts a
+    system member names structurally (its folder or file name, syslog host fields, a Slurm node
+    list), and return the text to keep. Slurm metadata comes back with its node lists replaced by
+    pseudonyms; other members unchanged (mask them with ``masker`` afterwards)."""
+    kind = system_kind(name, text[:8192].encode("utf-8", "replace"))
+    if kind is None:
+        return text
+    if kind in JOB_METADATA_KINDS:
+        hosts, _ = metadata_hosts(kind, text)
+        pseudonyms = [masker.host_pseudonym(h) for h in hosts]
+        if kind == "nodelist":
+            return ",".join(pseudonyms) + "\n"
+        lines = text.splitlines()
+        header = [h.strip().lower() for h in lines[0].split("|")] if lines else []
+        col = header.index("nodelist") if "nodelist" in header else -1
+        out = lines[:1]
+        for line in lines[1:]:
+            cells = line.split("|")
+            if 0 <= col < len(cells):
+                cells[col] = ",".join(masker.host_pseudonym(h) for h in expand_hostlist(cells[col].strip()))
+            out.append("|".join(cells))
+        return "\n".join(out) + "\n"
+    named = host_from_name(name)
+    if named:
+        masker.host_pseudonym(named)
+    masker.learn_hosts(syslog_hosts(text.encode("utf-8", "replace")))
+    return text
