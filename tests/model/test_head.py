@@ -80,3 +80,21 @@ def test_hang_temperature_softens_only_rows_whose_best_class_is_a_hang_entry() -
     h2 = DenpexHead.from_arrays(h.to_arrays(), LAY, C=h.C, n_folds=h.n_folds, k=h.k, random_state=0)
     assert h2.temperature_hang_ == pytest.approx(t_hang)
     assert h.fit_hang_temperature(scores[:5], y_held[:5]) is None  # too few rows to fit
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_stage1_inference_from_saved_arrays_is_scikit_learns_predict_proba(n_classes: int) -> None:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from denpex_ml.model.head import _logreg_arrays, _logreg_from_arrays
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 5))
+    y = rng.integers(0, n_classes, size=80)
+    scaler = StandardScaler().fit(X)
+    clf = LogisticRegression(max_iter=500).fit(scaler.transform(X), y)
+    sc2, clf2 = _logreg_from_arrays(_logreg_arrays(scaler, clf))
+    P = clf2.predict_proba(sc2.transform(X))
+    np.testing.assert_allclose(P, clf.predict_proba(scaler.transform(X)), rtol=1e-10, atol=1e-12)
+    assert np.all((P >= 0) & (P <= 1))  # the two-class case is a sigmoid, not raw logits

@@ -88,6 +88,23 @@ class FeatureLayout:
 _HANG_FLAG = HANG_FEATURE_NAMES.index("signal:hang")
 
 
+def _logreg_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[StandardScaler, LogisticRegression]:
+    """The fitted scaler and logistic regression rebuilt from :func:`_logreg_arrays` (data, not
+    pickles), so inference is scikit-learn's own ``predict_proba`` (softmax, or the sigmoid of
+    the two-class case)."""
+    scaler = StandardScaler()
+    scaler.mean_ = np.asarray(arrays["mean"], dtype=np.float64)
+    scaler.scale_ = np.asarray(arrays["scale"], dtype=np.float64)
+    scaler.var_ = scaler.scale_**2
+    scaler.n_features_in_ = int(scaler.mean_.shape[0])
+    clf = LogisticRegression()
+    clf.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
+    clf.intercept_ = np.asarray(arrays["intercept"], dtype=np.float64)
+    clf.classes_ = np.asarray(arrays["classes"], dtype=np.int64)
+    clf.n_features_in_ = int(clf.coef_.shape[1])
+    return scaler, clf
+
+
 def _logreg_arrays(scaler: StandardScaler, clf: LogisticRegression) -> dict[str, np.ndarray]:
     return {
         "mean": scaler.mean_.astype(np.float64),
@@ -298,12 +315,8 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return np.asarray((Z @ s2["coef"][0] + s2["intercept"][0]).reshape(F.shape[0], F.shape[1]))
 
     def _stage1_from_arrays(self, X: np.ndarray) -> np.ndarray:
-        s1 = self.stage1_
-        Z = (X - s1["mean"]) / s1["scale"]
-        logits = Z @ s1["coef"].T + s1["intercept"]
-        P = np.full((len(X), self.layout.n_classes), 1e-6)
-        P[:, s1["classes"]] = _softmax(logits) if logits.shape[1] > 1 else np.hstack([1 - logits, logits])
-        return P
+        scaler, clf = _logreg_from_arrays(self.stage1_)
+        return self._stage1_proba(X, scaler, clf)
 
     def evidence(self, X: np.ndarray) -> dict[str, np.ndarray]:
         """Intermediate per-class evidence (stage-1 probabilities, retrieval, pair features)."""
