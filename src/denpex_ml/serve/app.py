@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_UPLOAD = 64 * 1024**2
 #: Ingestion limits of an upload: at most 1 GiB once decompressed, 10 000 files.
 DEFAULT_LIMITS = IngestLimits(max_total_bytes=1024**3, max_members=10_000)
+#: Most bytes of a refused (too large) body read and dropped before the connection is closed.
+DRAIN_MAX = 1024**3
 #: Most files in one multipart upload.
 MAX_FILES = 1_000
 #: Name the pasted text gets among uploaded files.
@@ -101,7 +103,7 @@ def classify_upload(
     out = d.to_dict()
     out["timeline"] = rank_timelines(bundle, d)
     out["input"] = {
-        "files": sorted(bundle.sources),
+        "files": sorted(bundle.sources) if files else [],
         "lines": bundle.n_lines,
         "ranks": len(bundle.ranks),
         "warnings": list(bundle.warnings),
@@ -132,21 +134,29 @@ def _error(exc: DenpexError) -> Response:
 
 
 async def _capped_body(request: Request, limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes. A larger one is read to its end and dropped
+    (up to :data:`DRAIN_MAX`, so that the client reads the 413 instead of a reset connection)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
+    too_big = declared is not None and declared.isdigit() and int(declared) > limit
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
+        too_big = too_big or size > limit
+        if too_big:
+            chunks.clear()
+            if size > DRAIN_MAX:
+                break
+            continue
         chunks.append(chunk)
+    if too_big:
+        raise _too_large(limit)
     return b"".join(chunks)
 
 
 async def _read_upload(request: Request, body: bytes) -> tuple[str | None, dict[str, bytes]]:
     """``(text, files)`` from a JSON, multipart or plain-text body."""
+    from starlette.exceptions import HTTPException
     from starlette.formparsers import MultiPartException
     from starlette.requests import Request as _Request
 
@@ -187,6 +197,8 @@ async def _read_upload(request: Request, body: bytes) -> tuple[str | None, dict[
                     files[_unique(value.filename or "upload", files)] = data
         except MultiPartException as exc:
             raise InvalidInputError(f"malformed upload: {exc.message}") from None
+        except (ValueError, HTTPException) as exc:  # parse errors of python-multipart, as Starlette raises them
+            raise InvalidInputError(f"malformed multipart upload ({getattr(exc, 'detail', exc)})") from None
         return text, files
     if ctype in ("", "text/plain", "application/octet-stream"):
         return body.decode("utf-8", "replace"), {}

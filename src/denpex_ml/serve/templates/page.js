@@ -99,6 +99,8 @@
     for (const f of $("files").files) body.append("files", f, f.name);
     $("busy").hidden = false;
     $("diagnose").disabled = true;
+    $("result").hidden = true;
+    $("error").hidden = true;
     try {
       const res = await fetch("/classify", { method: "POST", body });
       let data = null;
