@@ -24,3 +24,13 @@ def test_import_has_no_heavy_side_effects() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_one_version_for_the_package_the_distribution_and_the_model_manifest() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from denpex_ml._version import __version__
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert denpex_ml.__version__ == __version__ == pyproject["project"]["version"]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from denpex_ml.model.core import DenpexModel
     from denpex_ml.model.diagnosis import Diagnosis, Evidence
 
-__version__ = "0.1.0"
+from denpex_ml._version import __version__
 
 __all__ = [
     "ArchiveError",

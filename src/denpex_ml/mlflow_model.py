@@ -164,7 +164,7 @@ def log_model(
     """
     import mlflow
 
-    from denpex_ml import __version__
+    from denpex_ml._version import __version__
     from denpex_ml.model.persistence import models_root, read_model_dir
 
     path = Path(model_dir) if model_dir is not None else models_root() / "default"

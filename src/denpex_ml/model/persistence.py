@@ -35,7 +35,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 
-from denpex_ml import __version__
+from denpex_ml._version import __version__
 from denpex_ml.errors import ModelError
 from denpex_ml.model.head import PAIR_FEATURES
 

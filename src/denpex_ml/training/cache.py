@@ -43,7 +43,7 @@ def cache_root() -> Path:
 
 def featurizer_signature(featurizer: Featurizer, taxonomy: Taxonomy) -> str:
     """What a cached feature vector depends on, hashed."""
-    from denpex_ml import __version__
+    from denpex_ml._version import __version__
 
     spec = {
         "cache_version": CACHE_VERSION,
