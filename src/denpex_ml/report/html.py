@@ -43,6 +43,10 @@ COMPRESS_OVER = 1_000_000
 CHART_CLASSES = 25
 
 
+class _Normalised(list[dict[str, Any]]):
+    """Rows :func:`~denpex_ml.report.rows.read_rows` already checked (not checked again)."""
+
+
 @dataclass(frozen=True)
 class ReportInfo:
     """What :func:`write_report` wrote."""
@@ -99,6 +103,8 @@ def _charts(s: Summary) -> dict[str, Any]:
 
 
 def _rows(rows: Iterable[JobResult | Mapping[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    if isinstance(rows, _Normalised):
+        return rows, 0
     out: list[dict[str, Any]] = []
     dropped = 0
     for r in rows:
@@ -231,10 +237,10 @@ def write_report(
     target = Path(out)
     if target.is_dir():
         raise OutputPathError(f"{target}: is a directory; give the report's file name (e.g. {target}/report.html)")
-    rows: list[JobResult | Mapping[str, Any]]
+    rows: Sequence[JobResult | Mapping[str, Any]]
     if isinstance(results, (str, os.PathLike)):
         read = read_rows(results, fmt)
-        rows, source, dropped = list(read.rows), read.source, read.dropped
+        rows, source, dropped = _Normalised(read.rows), read.source, read.dropped
     elif isinstance(results, Iterable):
         rows, source, dropped = list(results), "", 0
     else:

@@ -179,6 +179,6 @@ def encode_blob(payload: dict[str, Any], *, compress_over: int = 1_000_000) -> B
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     raw = text.encode("utf-8", "backslashreplace")
     if len(raw) > compress_over:
-        packed = base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+        packed = base64.b64encode(gzip.compress(raw, compresslevel=3, mtime=0)).decode("ascii")
         return Blob(packed, "gzip+base64", len(raw))
     return Blob(raw.decode("utf-8").translate(_ESCAPES), "json", len(raw))

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from denpex_ml.batch.results import JobResult, format_of
+from denpex_ml.batch.results import COLUMNS, JobResult, format_of
 from denpex_ml.errors import InvalidInputError, LogNotFoundError
 
 __all__ = ["TIME_FIELDS", "Rows", "job_nodes", "job_time", "normalise", "read_rows"]
@@ -43,11 +43,11 @@ def normalise(row: JobResult | Mapping[str, Any]) -> dict[str, Any] | None:
     """A row as a dictionary with every :class:`JobResult` key (and the extras it carries),
     or None when it is not a valid result row."""
     if isinstance(row, JobResult):
-        return row.to_dict()
+        return _shallow(row)
     if not isinstance(row, Mapping) or not row.get("job_id") or row.get("status") not in ("ok", "error"):
         return None
     try:
-        out = JobResult.from_dict(dict(row)).to_dict()
+        out = _shallow(JobResult.from_dict(dict(row)))
     except (ValueError, TypeError, RecursionError):
         return None
     if not isinstance(out["job_id"], str) or (out["status"] == "ok" and not out["label"]):
@@ -63,6 +63,11 @@ def normalise(row: JobResult | Mapping[str, Any]) -> dict[str, Any] | None:
                 value = [value]
         out[key] = value
     return out
+
+
+def _shallow(result: JobResult) -> dict[str, Any]:
+    """The row's columns, sharing its lists (``to_dict`` deep-copies them: 10x slower on 100k rows)."""
+    return {k: getattr(result, k) for k in COLUMNS}
 
 
 def _raw_rows(path: Path, fmt: str) -> Iterator[dict[str, Any] | None]:
