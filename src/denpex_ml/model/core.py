@@ -19,6 +19,7 @@ from denpex_ml.features.fingerprints import FingerprintMatcher
 from denpex_ml.hang.advice import advise
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
 from denpex_ml.logs import IngestLimits, LogBundle, LogSource, Masker, read_logs
+from denpex_ml.logs.job_layout import several_jobs_warning
 from denpex_ml.model.diagnosis import Alternative, Diagnosis, Evidence
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
@@ -129,8 +130,6 @@ class DenpexModel:
         masker = Masker()  # the job's pseudonyms, kept in memory for reveal_hosts
         bundle = read_logs(source, text=text, limits=limits, masker=masker)
         if isinstance(source, (str, os.PathLike)):
-            from denpex_ml.batch.jobs import several_jobs_warning
-
             warning = several_jobs_warning(bundle.sources, os.fspath(source))
             if warning is not None:  # in Diagnosis.stats["warnings"], and on stderr through logging
                 bundle.warnings.append(warning)
