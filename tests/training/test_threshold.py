@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from denpex_ml.model.core import DenpexModel, family_supported
-from denpex_ml.training.trainer import _choose_threshold
+from denpex_ml.training.trainer import choose_threshold
 
 
 def test_family_rule_rows_do_not_pull_the_threshold_down() -> None:
@@ -19,8 +19,8 @@ def test_family_rule_rows_do_not_pull_the_threshold_down() -> None:
     y = np.asarray([0] * 6 + [-1] * 4 + [3] * 4)
     kept = family_supported(proba, labels, DenpexModel.family_threshold)
     assert kept[:6].all() and not kept[6:].any()
-    blind = _choose_threshold(proba, y)
-    aware = _choose_threshold(proba, y, kept)
+    blind = choose_threshold(proba, y)
+    aware = choose_threshold(proba, y, kept)
     # without the family rule the threshold must stay under 0.35 to keep the hang answers,
     # and so cannot abstain on the weak guesses; with it, it abstains on them
     assert blind <= 0.35

@@ -33,7 +33,7 @@ import numpy as np
 from denpex_ml.dataset import load_incidents
 from denpex_ml.synthetic import make_splits
 from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy
-from denpex_ml.training.data import Example, _from_incident, _from_synthetic
+from denpex_ml.training.data import Example, example_from_incident, example_from_synthetic
 
 __all__ = ["GATE_PER_CLASS", "EvalSet", "Pool", "build_pools", "data_hash", "synthetic_train"]
 
@@ -83,7 +83,7 @@ def _index(example: Example) -> int:
 def synthetic_train(config: dict[str, Any], taxonomy: Taxonomy) -> list[Example]:
     """The synthetic training split a model was trained on, regenerated from its manifest config."""
     recs = make_splits(int(config["per_class_train"]), 0, 0, seed=int(config["seed"]), taxonomy=taxonomy)["train"]
-    return [_from_synthetic(r) for r in recs]
+    return [example_from_synthetic(r) for r in recs]
 
 
 def build_pools(
@@ -103,7 +103,7 @@ def build_pools(
     seed = int(config["seed"])
     n_test = int(config["per_class_test"]) if per_class_test is None else per_class_test
     labels = taxonomy.ids
-    test = [_from_synthetic(r) for r in make_splits(0, 0, n_test, seed=seed, taxonomy=taxonomy)["test"]]
+    test = [example_from_synthetic(r) for r in make_splits(0, 0, n_test, seed=seed, taxonomy=taxonomy)["test"]]
     pools = {
         "synthetic": Pool(
             "synthetic",
@@ -123,7 +123,7 @@ def build_pools(
     ]
     real: list[Example] = []
     if real_data:
-        real = [_from_incident(i, "real") for i in load_incidents(real_data, labels=labels)]
+        real = [example_from_incident(i, "real") for i in load_incidents(real_data, labels=labels)]
         pools["real"] = Pool(
             "real",
             real,
@@ -146,7 +146,7 @@ def build_pools(
             sets.append(EvalSet("gate_oot", "oot", oot_gate, "gate subset of out_of_taxonomy"))
     for path in extra_data:
         name = f"user:{Path(path).name}"
-        ex = [_from_incident(i, "user") for i in load_incidents(path, labels=labels)]
+        ex = [example_from_incident(i, "user") for i in load_incidents(path, labels=labels)]
         pools[name] = Pool(name, ex, f"{path}: every incident, scored by the model as given (no split)")
         sets.append(EvalSet(name, name, np.ones(len(ex), bool), f"user data {path}"))
     return pools, sets

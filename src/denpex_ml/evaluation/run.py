@@ -32,7 +32,7 @@ from denpex_ml.model.featurize import JobAnalysis
 from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import incident_bundle
-from denpex_ml.training.trainer import FeatureSet, _concat, _fit_head, _weights, featurize
+from denpex_ml.training.trainer import FeatureSet, concat_features, featurize, fit_head, sample_weights
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]
 
@@ -178,7 +178,7 @@ def _score(model: DenpexModel, pool: Pool, index: dict[str, int], progress: Prog
         t0 = time.perf_counter()
         a = model.analyse(incident_bundle(ex.source))
         p = model.predict_proba([a])[0]
-        d = model._diagnosis(a, p, t0)
+        d = model.decide(a, p, t0)
         secs.append(time.perf_counter() - t0)
         rows.append(model.featurizer.base_vector(a))
         analyses.append(a)
@@ -205,7 +205,7 @@ def _rediagnose(model: DenpexModel, s: _Scored, proba: np.ndarray, pool: Pool, i
     s.proba = proba
     preds, ranks = [], []
     for a, p, ex in zip(s.analyses, proba, pool.examples, strict=True):
-        d = model._diagnosis(a, p, time.perf_counter())
+        d = model.decide(a, p, time.perf_counter())
         preds.append(-1 if d.label == UNKNOWN_ID else index[d.label])
         ranks.append((ex.initiating_rank, d.initiating_rank, ex.initiating_rank in a.bundle.streams))
     s.pred = np.asarray(preds, dtype=np.int64)
@@ -214,7 +214,7 @@ def _rediagnose(model: DenpexModel, s: _Scored, proba: np.ndarray, pool: Pool, i
 
 def _fit_tfidf(fs: FeatureSet, labels: list[str], real_weight: float) -> TfidfBaseline:
     known = fs.y >= 0
-    w, _ = _weights(fs.subset(known), real_weight)
+    w, _ = sample_weights(fs.subset(known), real_weight)
     return TfidfBaseline(labels).fit([fs.texts[i] for i in np.flatnonzero(known)], fs.y[known], w)
 
 
@@ -322,11 +322,11 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
         abl_oof = {name: np.zeros_like(s.proba) for name, _ in (ABLATIONS if config.ablation else ())}
         tick = progress("cross-validating on real incidents", folds)
         for tr, te in GroupKFold(folds).split(real_fs.X, real_fs.y, real_fs.groups):
-            fold_fs = _concat(train_fs, real_fs.subset(np.isin(np.arange(len(real_fs)), tr)))
-            head = _fit_head(fold_fs, model.head.layout, entry_emb, tcfg, model.head.hang_affinity)
+            fold_fs = concat_features(train_fs, real_fs.subset(np.isin(np.arange(len(real_fs)), tr)))
+            head = fit_head(fold_fs, model.head.layout, entry_emb, tcfg, model.head.hang_affinity)
             oof[te] = head.predict_proba(real_fs.X[te])
             for name, feats in ABLATIONS if config.ablation else ():
-                part = _fit_head(fold_fs, model.head.layout, entry_emb, tcfg, model.head.hang_affinity, feats)
+                part = fit_head(fold_fs, model.head.layout, entry_emb, tcfg, model.head.hang_affinity, feats)
                 abl_oof[name][te] = part.predict_proba(real_fs.X[te])
             if "tfidf" in config.baselines:
                 tf_oof[te] = _fit_tfidf(fold_fs, labels, tcfg.real_weight).predict_proba([s.texts[i] for i in te])
@@ -352,7 +352,7 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
     if "tfidf" in config.baselines and train_fs is not None:
         fit_fs = train_fs
         if "real" in pools and trained_real:
-            fit_fs = _concat(train_fs, scored["real"].features(pools["real"]))
+            fit_fs = concat_features(train_fs, scored["real"].features(pools["real"]))
         tfidf = _fit_tfidf(fit_fs, labels, tcfg.real_weight)
     for name, pool in pools.items():
         s = scored[name]

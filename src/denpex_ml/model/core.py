@@ -111,7 +111,7 @@ class DenpexModel:
             raise NotALogError(f"the input holds no log lines to diagnose{skipped}")
         a = self.analyse(bundle)
         proba = self.predict_proba([a])[0]
-        return self._diagnosis(a, proba, t0)
+        return self.decide(a, proba, t0)
 
     def classify(
         self,
@@ -141,7 +141,7 @@ class DenpexModel:
     #: unfamiliarly spreads its probability over the hang classes, it is not "unknown".
     family_threshold: float = 0.55
 
-    def _decide(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str]:
+    def _choose_label(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str]:
         """``(label, confidence, best taxonomy guess)`` from the calibrated probabilities.
 
         * no error evidence at all (no fingerprint, no error line, no hang signal) -> ``no-failure``
@@ -192,10 +192,15 @@ class DenpexModel:
         i = int(masked.argmax())
         return self.labels[i], float(proba[i] / max(float(proba[allowed].sum()), 1e-12)), self.labels[i]
 
-    def _diagnosis(self, a: JobAnalysis, proba: np.ndarray, t0: float) -> Diagnosis:
+    def decide(self, a: JobAnalysis, proba: np.ndarray, t0: float) -> Diagnosis:
+        """The :class:`Diagnosis` of an analysed job from its calibrated class probabilities
+        (``proba``, the head's output for ``a``): the label or abstention, the first failing
+        rank, the evidence, the hang report and advice; ``t0`` is when the work on the job
+        started (``time.perf_counter()``), for the timing in ``stats``. Evaluation uses it to
+        score probabilities from a cross-validated head the same way ``classify`` would."""
         order = np.argsort(-proba)
         alternatives = [Alternative(self.labels[int(i)], float(proba[i])) for i in order[:5]]
-        label, confidence, best = self._decide(a, proba)
+        label, confidence, best = self._choose_label(a, proba)
         answered = label not in (UNKNOWN_ID, NO_FAILURE_ID)
         rank, reason = initiating_rank(a, best if answered else None, self.taxonomy)
         hang = a.hang

@@ -42,7 +42,7 @@ def incident_bundle(source: Any) -> LogBundle:
     return read_logs(source) if isinstance(source, dict) else read_logs(text=source)
 
 
-def _from_synthetic(rec: dict[str, Any]) -> Example:
+def example_from_synthetic(rec: dict[str, Any]) -> Example:
     src = rec.get("logs") or rec["log"]
     # each synthetic incident is generated independently: it is its own group (its
     # ``source`` names the recipe, shared by every incident of the class)
@@ -51,7 +51,7 @@ def _from_synthetic(rec: dict[str, Any]) -> Example:
     )
 
 
-def _from_incident(inc: Incident, kind: str) -> Example:
+def example_from_incident(inc: Incident, kind: str) -> Example:
     src: Any = dict(inc.logs) if inc.logs is not None else inc.log
     return Example(inc.id, inc.label, inc.source_group, kind, inc.initiating_rank, src, dict(inc.meta))
 
@@ -67,10 +67,12 @@ def build_data(
     """``{"train", "val", "test"}`` synthetic splits, ``"real"`` and ``"user"`` incidents."""
     labels = taxonomy.ids
     splits = make_splits(*per_class, seed=seed, taxonomy=taxonomy)
-    out: dict[str, list[Example]] = {name: [_from_synthetic(r) for r in recs] for name, recs in splits.items()}
-    out["real"] = [_from_incident(i, "real") for i in load_incidents(real_data, labels=labels)] if real_data else []
+    out: dict[str, list[Example]] = {name: [example_from_synthetic(r) for r in recs] for name, recs in splits.items()}
+    out["real"] = (
+        [example_from_incident(i, "real") for i in load_incidents(real_data, labels=labels)] if real_data else []
+    )
     extra: Sequence[str] = list(extra_data)
-    out["user"] = [_from_incident(i, "user") for i in load_incidents(extra, labels=labels)] if extra else []
+    out["user"] = [example_from_incident(i, "user") for i in load_incidents(extra, labels=labels)] if extra else []
     return out
 
 

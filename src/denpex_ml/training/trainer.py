@@ -124,7 +124,7 @@ def featurize(
     return FeatureSet(list(examples), X, y, texts, analyses if keep else None)
 
 
-def _weights(fs: FeatureSet, real_weight: float) -> tuple[np.ndarray, np.ndarray]:
+def sample_weights(fs: FeatureSet, real_weight: float) -> tuple[np.ndarray, np.ndarray]:
     """Stage-1 weights (real/user incidents x real_weight) and ranker weights (all real
     together weigh as much as all synthetic together)."""
     real = np.asarray([e.kind != "synthetic" for e in fs.examples])
@@ -135,7 +135,7 @@ def _weights(fs: FeatureSet, real_weight: float) -> tuple[np.ndarray, np.ndarray
     return w, rw
 
 
-def _fit_head(
+def fit_head(
     fs: FeatureSet,
     layout: FeatureLayout,
     entry_emb: np.ndarray,
@@ -143,9 +143,12 @@ def _fit_head(
     affinity: np.ndarray | None = None,
     pair_features: tuple[str, ...] | None = None,
 ) -> DenpexHead:
+    """A :class:`DenpexHead` fitted on the known-label examples of ``fs`` with the config's
+    hyper-parameters and weights (what training, cross-validation and evaluation's ablation
+    share; ``pair_features`` restricts the ranker's features for the ablation)."""
     known = fs.y >= 0
     train = fs.subset(known)
-    w, rw = _weights(train, cfg.real_weight)
+    w, rw = sample_weights(train, cfg.real_weight)
     head = DenpexHead(
         layout=layout,
         entry_embeddings=entry_emb,
@@ -159,7 +162,8 @@ def _fit_head(
     return head.fit(train.X, train.y, sample_weight=w, groups=train.groups, ranker_weight=rw)
 
 
-def _concat(*sets: FeatureSet) -> FeatureSet:
+def concat_features(*sets: FeatureSet) -> FeatureSet:
+    """One feature set of the examples of ``sets`` in order (empty sets skipped)."""
     sets = tuple(s for s in sets if len(s))
     return FeatureSet(
         [e for s in sets for e in s.examples],
@@ -169,7 +173,7 @@ def _concat(*sets: FeatureSet) -> FeatureSet:
     )
 
 
-def _choose_threshold(proba: np.ndarray, y: np.ndarray, kept: np.ndarray | None = None) -> float:
+def choose_threshold(proba: np.ndarray, y: np.ndarray, kept: np.ndarray | None = None) -> float:
     """The threshold on the top probability that maximises accuracy when abstaining counts
     as correct exactly for ``unknown`` incidents; rows in ``kept`` are answered at any threshold
     (the family rule of the decision), so they do not pull the threshold down."""
@@ -290,20 +294,20 @@ def train(
         folds = min(config.cv_folds, n_groups)
         tick = progress("cross-validating on real incidents", folds)
         for tr, te in GroupKFold(folds).split(real.X, real.y, real.groups):
-            train_fs = _concat(fs["train"], fs["user"], real.subset(np.isin(np.arange(len(real)), tr)))
-            head = _fit_head(train_fs, layout, entry_emb, config, affinity)
+            train_fs = concat_features(fs["train"], fs["user"], real.subset(np.isin(np.arange(len(real)), tr)))
+            head = fit_head(train_fs, layout, entry_emb, config, affinity)
             real_scores[te] = head.decision_function(real.X[te])
             real_oof[te] = head.predict_proba(real.X[te])
             if baselines:
                 known = train_fs.y >= 0
-                w, _ = _weights(train_fs.subset(known), config.real_weight)
+                w, _ = sample_weights(train_fs.subset(known), config.real_weight)
                 tf = TfidfBaseline(labels).fit([train_fs.texts[i] for i in np.flatnonzero(known)], train_fs.y[known], w)
                 tfidf_oof[te] = tf.predict_proba([real.texts[i] for i in te])
             tick()
 
     # 2. the final model: synthetic train + all real + user incidents
-    final_fs = _concat(fs["train"], fs["user"], real)
-    head = _fit_head(final_fs, layout, entry_emb, config, affinity)
+    final_fs = concat_features(fs["train"], fs["user"], real)
+    head = fit_head(final_fs, layout, entry_emb, config, affinity)
     if evaluate_real and len(real):
         # hang answers: calibrated on real logs of threads the fold's model never saw
         t_hang = head.fit_hang_temperature(real_scores, real.y)
@@ -317,7 +321,7 @@ def train(
     thr_p = np.concatenate([val_p, real_oof]) if evaluate_real and len(real) else val_p
     thr_y = np.concatenate([fs["val"].y, real.y]) if evaluate_real and len(real) else fs["val"].y
     threshold = (
-        _choose_threshold(thr_p, thr_y, family_supported(thr_p, labels, DenpexModel.family_threshold))
+        choose_threshold(thr_p, thr_y, family_supported(thr_p, labels, DenpexModel.family_threshold))
         if len(thr_y)
         else 0.0
     )
@@ -335,7 +339,7 @@ def train(
             metrics.update({f"synthetic_test/rule/{k}": v for k, v in classification_metrics(rule_p, test.y).items()})
             tf = TfidfBaseline(labels)
             known = final_fs.y >= 0
-            w, _ = _weights(final_fs.subset(known), config.real_weight)
+            w, _ = sample_weights(final_fs.subset(known), config.real_weight)
             tf.fit([final_fs.texts[i] for i in np.flatnonzero(known)], final_fs.y[known], w)
             metrics.update(
                 {
