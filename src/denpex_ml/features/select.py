@@ -16,7 +16,10 @@ from denpex_ml.features.fingerprints import FingerprintHit
 from denpex_ml.logs.bundle import LogBundle, LogLine
 from denpex_ml.taxonomy import FingerprintRole
 
-__all__ = ["EXCEPTION_RE", "SelectedLine", "select_lines", "template"]
+__all__ = ["EXCEPTION_RE", "PROGRESS_BAR", "SelectedLine", "select_lines", "template"]
+
+#: a progress bar (tqdm / rich / HF ``Map``): context at best, never the proof of a failure
+PROGRESS_BAR = re.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[|\d+(?:\.\d+)?\s*(?:it|s)/(?:s|it)\]")
 
 _GLOG_HEADER = re.compile(r"^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d+ +(?:\d+ )?[\w.-]+:\d+\] ?")
 _LEADING_TS = re.compile(

@@ -16,6 +16,7 @@ import numpy as np
 from denpex_ml.embedding import CachedEncoder, Encoder, make_encoder
 from denpex_ml.errors import InvalidInputError, ModelError, NotALogError
 from denpex_ml.features.fingerprints import FingerprintMatcher
+from denpex_ml.features.select import PROGRESS_BAR
 from denpex_ml.hang.advice import advise
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
 from denpex_ml.logs import IngestLimits, LogBundle, LogSource, Masker, read_logs
@@ -243,13 +244,20 @@ class DenpexModel:
             seen.add(key)
             out.append(Evidence(line.rank, str(line.stream), line.source, line.lineno, line.text, why))
 
+        bars: list[tuple[Any, str]] = []  # progress bars prove little: at most one, last
         for role in (FingerprintRole.ROOT_CAUSE, FingerprintRole.CONTEXT, FingerprintRole.SYMPTOM):
             for h in a.hits:
                 if h.entry_id == label and h.role is role:
-                    add(h.line, f"{role.value} fingerprint of {label}: {h.fingerprint.pattern[:80]}")
+                    why = f"{role.value} of {label}: {h.fingerprint.meaning}"
+                    if PROGRESS_BAR.search(h.line.text):
+                        bars.append((h.line, why))
+                    else:
+                        add(h.line, why)
         for s in a.selected:
-            if s.priority >= 2.0:
+            if s.priority >= 2.0 and not PROGRESS_BAR.search(s.line.text):
                 add(s.line, s.reasons[0] + (f" (x{s.count})" if s.count > 1 else ""))
+        for line, why in bars[:1]:
+            add(line, why)
         return out
 
     # -- persistence -------------------------------------------------------------------------

@@ -19,6 +19,15 @@ __all__ = ["Alternative", "Diagnosis", "Evidence"]
 MIN_SHOWN_PROBABILITY = 0.005
 
 
+
+def _clip(text: str, limit: int = 400) -> str:
+    """A long evidence line, cut in the middle: the head names the error, the tail often holds
+    the hint (PyTorch's OOM message ends with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments``)."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    return f"{text[: limit - tail - 5]} ... {text[-tail:]}"
+
 @dataclass(frozen=True)
 class Evidence:
     """One masked log line that drove the decision."""
@@ -198,7 +207,7 @@ class Diagnosis:
             out.append("Evidence:")
             for ev in self.evidence[:max_evidence]:
                 where = f"rank {ev.rank}" if ev.rank is not None else ev.stream
-                out.append(f"  [{where} {ev.source}:{ev.line}] {ev.text[:200]}")
+                out.append(f"  [{where} {ev.source}:{ev.line}] {_clip(ev.text)}")
                 out.append(f"      ({ev.why})")
         out.append("Root cause: " + e.root_cause.strip())
         if e.fix:
@@ -256,7 +265,7 @@ class Diagnosis:
                 where = f"rank {ev.rank}" if ev.rank is not None else ev.stream
                 parts.append(
                     f"<tr><td>{esc(where)} {esc(ev.source)}:{ev.line}</td>"
-                    f"<td><code>{esc(ev.text[:200])}</code></td><td>{esc(ev.why)}</td></tr>"
+                    f"<td><code>{esc(_clip(ev.text))}</code></td><td>{esc(ev.why)}</td></tr>"
                 )
             parts.append("</table>")
         parts.append(f"<p><b>Root cause:</b> {esc(e.root_cause.strip())}</p>")

@@ -84,6 +84,18 @@ class Fingerprint(_Strict):
                 raise ValueError(f"pattern is not a valid regular expression ({exc}): {self.pattern!r}") from exc
         return self
 
+    @property
+    def meaning(self) -> str:
+        """What the fingerprint says, in words (for a reader of the evidence): the note's first
+        sentence, the literal message it matches, or where such messages come from - never the
+        raw regular expression."""
+        if self.note:
+            first = re.split(r"(?<=[.;])\s", self.note.strip(), maxsplit=1)[0].rstrip(".;")
+            return first if len(first) <= 160 else first[:157] + "..."
+        if self.kind is FingerprintKind.LITERAL:
+            return f'the {self.source} message "{self.pattern[:100]}"'
+        return f"a known {self.source} message of this failure"
+
     @cached_property
     def regex(self) -> re.Pattern[str]:
         """Compiled form (literal patterns are escaped)."""
