@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from denpex_ml.embedding import CachedEncoder, Encoder, make_encoder
-from denpex_ml.errors import InvalidInputError, ModelError, NotALogError
+from denpex_ml.errors import InvalidInputError, ModelError, NotALogError, TaxonomyError
 from denpex_ml.features.fingerprints import FingerprintMatcher
 from denpex_ml.features.select import PROGRESS_BAR
 from denpex_ml.hang.advice import advise
@@ -25,7 +25,14 @@ from denpex_ml.model.diagnosis import Alternative, Diagnosis, Evidence
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import initiating_rank
-from denpex_ml.model.persistence import models_root, read_model_dir, write_model_dir
+from denpex_ml.model.persistence import (
+    MAX_TAXONOMY_BYTES,
+    TAXONOMY_FILE,
+    models_root,
+    read_model_dir,
+    read_model_file,
+    write_model_dir,
+)
 from denpex_ml.taxonomy import UNKNOWN_ID, FingerprintRole, Taxonomy, load_taxonomy
 from denpex_ml.taxonomy.groups import HANG_IDS, NO_FAILURE_ID, group_of
 from denpex_ml.topology.suspects import attribute
@@ -289,7 +296,8 @@ class DenpexModel:
             }
         )
         self.manifest = manifest
-        return write_model_dir(path, manifest, self.head.to_arrays())
+        files = {TAXONOMY_FILE: self.taxonomy.to_json().encode("utf-8")}
+        return write_model_dir(path, manifest, self.head.to_arrays(), files=files)
 
     @classmethod
     def load(
@@ -297,6 +305,15 @@ class DenpexModel:
     ) -> DenpexModel:
         manifest, arrays = read_model_dir(path)
         taxonomy = load_taxonomy(taxonomy_dirs)
+        if taxonomy_dirs is None and manifest["taxonomy_hash"] != taxonomy.fingerprint_hash():
+            # not the bundled taxonomy's model: the taxonomy the directory carries (the bundled
+            # one wins when it matches, so edited texts of its entries show without retraining)
+            carried = read_model_file(path, manifest, TAXONOMY_FILE, MAX_TAXONOMY_BYTES)
+            if carried is not None:
+                try:
+                    taxonomy = Taxonomy.from_json(carried, where=f"{path}/{TAXONOMY_FILE}")
+                except TaxonomyError as exc:
+                    raise ModelError(str(exc)) from None
         if manifest["taxonomy_hash"] != taxonomy.fingerprint_hash():
             raise ModelError(
                 f"{path}: trained on taxonomy {manifest['taxonomy_hash']}, but the loaded taxonomy is "

@@ -44,10 +44,12 @@ __all__ = [
     "LOADERS",
     "MAX_HEAD_BYTES",
     "MAX_MANIFEST_BYTES",
+    "TAXONOMY_FILE",
     "ManifestV1",
     "check_head_arrays",
     "models_root",
     "read_model_dir",
+    "read_model_file",
     "sha256_file",
     "write_model_dir",
 ]
@@ -55,6 +57,10 @@ __all__ = [
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 HEAD_FILE = "head.npz"
+#: The taxonomy the model was trained with (entries as JSON): a model directory carries it.
+TAXONOMY_FILE = "taxonomy.json"
+#: Largest ``taxonomy.json`` read.
+MAX_TAXONOMY_BYTES = 32 * 1024**2
 #: Largest ``manifest.json`` read (the shipped one is a few KB).
 MAX_MANIFEST_BYTES = 16 * 1024**2
 #: Most uncompressed bytes of all arrays in ``head.npz`` together (the shipped head is ~10 MB).
@@ -170,8 +176,15 @@ def _versions() -> dict[str, str]:
     }
 
 
-def write_model_dir(path: str | os.PathLike[str], manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> Path:
-    """Write arrays and the manifest (with checksums) to ``path``."""
+def write_model_dir(
+    path: str | os.PathLike[str],
+    manifest: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    *,
+    files: dict[str, bytes] | None = None,
+) -> Path:
+    """Write arrays, data ``files`` (name -> bytes, e.g. :data:`TAXONOMY_FILE`) and the
+    manifest (with every file's checksum) to ``path``."""
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     head = out / HEAD_FILE
@@ -180,6 +193,11 @@ def write_model_dir(path: str | os.PathLike[str], manifest: dict[str, Any], arra
     full["format_version"] = FORMAT_VERSION
     full["versions"] = _versions()
     full["files"] = {HEAD_FILE: sha256_file(head)}
+    for name, data in (files or {}).items():
+        if not _FILE_NAME.match(name) or name in (MANIFEST, HEAD_FILE):
+            raise ModelError(f"{out}: cannot write model file {name!r}")
+        (out / name).write_bytes(data)
+        full["files"][name] = sha256_file(out / name)
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(full, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(out / MANIFEST)
@@ -364,6 +382,23 @@ def _load_v1(path: Path, manifest: dict[str, Any]) -> tuple[dict[str, Any], dict
     spec = _validate_manifest(path / MANIFEST, manifest)
     _check_files(path, spec)
     return manifest, _read_arrays(path / HEAD_FILE, spec.layout)
+
+
+def read_model_file(path: str | os.PathLike[str], manifest: dict[str, Any], name: str, max_bytes: int) -> bytes | None:
+    """The bytes of a data file the manifest lists (``None`` when it lists none of that name),
+    checked against its SHA-256 again as it is read."""
+    digest = (manifest.get("files") or {}).get(name)
+    if digest is None:
+        return None
+    f = Path(path) / name
+    if f.is_symlink() or not f.is_file():
+        raise ModelError(f"{path}: file {name} listed in the manifest is missing (or not a regular file)")
+    if f.stat().st_size > max_bytes:
+        raise ModelError(f"{path}: {name} is larger than {max_bytes} bytes")
+    data = f.read_bytes()
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ModelError(f"{path}: checksum of {name} does not match the manifest (corrupt or modified)")
+    return data
 
 
 #: Loaders by format version (keep old ones when the format changes).

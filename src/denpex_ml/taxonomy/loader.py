@@ -86,6 +86,39 @@ class Taxonomy:
                     where = self.sources.get(entry.id, entry.id)
                     raise TaxonomyError(f"{where}: field related: id {rel.id!r} is not in the taxonomy")
 
+    def to_json(self) -> str:
+        """The entries as JSON (what a model directory carries; see :meth:`from_json`)."""
+        import json
+
+        return json.dumps({"entries": [e.model_dump(mode="json") for e in self]}, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, where: str = "taxonomy.json") -> Taxonomy:
+        """Entries written by :meth:`to_json`, validated like YAML entries.
+
+        Raises :class:`~denpex_ml.errors.TaxonomyError` naming the entry and field."""
+        import json
+
+        try:
+            doc = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise TaxonomyError(f"{where}: not JSON ({exc})") from None
+        raw = doc.get("entries") if isinstance(doc, dict) else None
+        if not isinstance(raw, list):
+            raise TaxonomyError(f"{where}: expected an object with a list of 'entries'")
+        entries: dict[str, Entry] = {}
+        for i, item in enumerate(raw):
+            try:
+                entry = Entry.model_validate(item)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                field_ = ".".join(str(x) for x in first["loc"]) or "(entry)"
+                raise TaxonomyError(f"{where}: entry {i}: field {field_}: {first['msg']}") from None
+            if entry.id in entries:
+                raise TaxonomyError(f"{where}: entry id {entry.id!r} appears twice")
+            entries[entry.id] = entry
+        return cls(entries)
+
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self.entries
 
