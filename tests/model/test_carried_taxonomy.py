@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from denpex_ml import load_model
+from denpex_ml import load_model, read_logs
 from denpex_ml.errors import ModelError, TaxonomyError
 from denpex_ml.model.core import DenpexModel
 from denpex_ml.model.persistence import TAXONOMY_FILE
@@ -51,7 +51,8 @@ def test_a_model_on_the_users_own_taxonomy_loads_from_its_directory_alone(
     m = load_model(d)
     assert m.taxonomy.fingerprint_hash() != load_taxonomy().fingerprint_hash()
     assert m.taxonomy.get("cuda-oom").fingerprints[0].pattern == "MY CLUSTER SAYS: GPU memory exhausted"
-    assert m.classify(text="[rank2]: MY CLUSTER SAYS: GPU memory exhausted\n").label in m.labels + ["unknown"]
+    bundle = read_logs(text="[rank2]: MY CLUSTER SAYS: GPU memory exhausted\n")
+    assert {h.entry_id for h in m.matcher.scan(bundle.iter_lines())} == {"cuda-oom"}
 
 
 def test_the_bundled_taxonomy_is_used_when_it_is_the_one_the_model_was_trained_on(tiny_model_dir: Path) -> None:
