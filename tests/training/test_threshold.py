@@ -25,3 +25,18 @@ def test_family_rule_rows_do_not_pull_the_threshold_down() -> None:
     # and so cannot abstain on the weak guesses; with it, it abstains on them
     assert blind <= 0.35
     assert aware > float(oot.max(axis=1).max())
+
+
+def test_each_source_weighs_equally_so_a_large_synthetic_set_cannot_set_the_rule_alone() -> None:
+    # synthetic validation: 90 rows where abstaining below 0.6 pays (many weak out-of-taxonomy rows)
+    syn_oot = np.tile([0.55, 0.45], (45, 1))
+    syn_ok = np.tile([0.95, 0.05], (45, 1))
+    # real logs: 10 rows right at p = 0.55 that a threshold of 0.6 would throw away
+    real_ok = np.tile([0.55, 0.45], (10, 1))
+    proba = np.vstack([syn_oot, syn_ok, real_ok])
+    y = np.asarray([-1] * 45 + [0] * 45 + [0] * 10)
+    sources = np.asarray([0] * 90 + [1] * 10)
+    pooled = choose_threshold(proba, y)
+    balanced = choose_threshold(proba, y, sources=sources)
+    assert pooled > 0.55  # the synthetic rows decide alone
+    assert balanced <= 0.55  # the real rows count as much as the synthetic ones

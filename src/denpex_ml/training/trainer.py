@@ -173,16 +173,24 @@ def concat_features(*sets: FeatureSet) -> FeatureSet:
     )
 
 
-def choose_threshold(proba: np.ndarray, y: np.ndarray, kept: np.ndarray | None = None) -> float:
+def choose_threshold(
+    proba: np.ndarray, y: np.ndarray, kept: np.ndarray | None = None, sources: np.ndarray | None = None
+) -> float:
     """The threshold on the top probability that maximises accuracy when abstaining counts
     as correct exactly for ``unknown`` incidents; rows in ``kept`` are answered at any threshold
-    (the family rule of the decision), so they do not pull the threshold down."""
+    (the family rule of the decision), so they do not pull the threshold down.
+
+    ``sources`` (one id per row, e.g. synthetic validation vs. real out-of-fold) weighs each
+    source equally: the rule must hold on real logs, not only on the larger synthetic set."""
     best_t, best_acc = 0.0, -1.0
     top = proba.max(axis=1)
     pred = proba.argmax(axis=1)
     keep = np.zeros(len(proba), dtype=bool) if kept is None else kept
+    src = np.zeros(len(proba), dtype=int) if sources is None else np.asarray(sources)
+    parts = [src == v for v in np.unique(src)]
     for t in np.round(np.arange(0.0, 0.91, 0.025), 3):
-        acc = float(np.where((top < t) & ~keep, y == -1, pred == y).mean())
+        right = np.where((top < t) & ~keep, y == -1, pred == y)
+        acc = float(np.mean([right[m].mean() for m in parts])) if parts else 0.0
         if acc > best_acc + 1e-9:
             best_t, best_acc = float(t), acc
     return best_t
@@ -321,7 +329,12 @@ def train(
     thr_p = np.concatenate([val_p, real_oof]) if evaluate_real and len(real) else val_p
     thr_y = np.concatenate([fs["val"].y, real.y]) if evaluate_real and len(real) else fs["val"].y
     threshold = (
-        choose_threshold(thr_p, thr_y, family_supported(thr_p, labels, DenpexModel.family_threshold))
+        choose_threshold(
+            thr_p,
+            thr_y,
+            family_supported(thr_p, labels, DenpexModel.family_threshold),
+            np.repeat([0, 1], [len(val_p), len(thr_y) - len(val_p)]),
+        )
         if len(thr_y)
         else 0.0
     )
