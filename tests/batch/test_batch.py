@@ -21,7 +21,8 @@ from denpex_ml.batch import (
     score_archive,
 )
 from denpex_ml.batch.score import _Pool
-from denpex_ml.cli import EXIT_INPUT_ERROR, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, main
+from denpex_ml.cli import main
+from denpex_ml.cli.console import EXIT_INPUT_ERROR, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
 from denpex_ml.errors import InvalidInputError, LogNotFoundError, WorkerCrashedError
 from denpex_ml.model.core import DenpexModel
 
@@ -313,3 +314,48 @@ def test_workers_that_cannot_work_end_the_batch_with_a_typed_error(tmp_path: Pat
         (root / f"j{i}.log").write_text("[rank0]: POISON-KILLS-WORKER\n")
     with pytest.raises(WorkerCrashedError, match="in a row"):
         list(_Pool(2, CrashingSpec(str(tiny_model_dir)), None).run(discover_jobs(root)))
+
+
+def test_parquet_nested_fields_are_arrow_lists_and_structs(tmp_path: Path) -> None:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from denpex_ml.batch.results import JobResult, ResultSink, read_results
+
+    out = tmp_path / "r.parquet"
+    row = JobResult(
+        "job-1",
+        label="gpu-xid-ecc-error",
+        confidence=0.9,
+        abstained=False,
+        alternatives=[{"label": "gpu-xid-ecc-error", "probability": 0.9}, {"label": "cuda-oom", "probability": 0.05}],
+        initiating_rank=6,
+        evidence=[{"rank": 6, "source": "r6.log", "line": 12, "text": "uncorrectable ECC error", "why": "root cause"}],
+        suspects=[
+            {
+                "host": "host-1",
+                "gpu": 6,
+                "bus_id": None,
+                "ranks": [6],
+                "reason": "ECC",
+                "basis": "log",
+                "entry": None,
+                "xid": None,
+            }
+        ],
+        warnings=["w"],
+    )
+    with ResultSink(out) as sink:
+        sink.write(row)
+        sink.write(JobResult.failed("job-2", "NotALogError", "binary"))
+    schema = pq.read_schema(out)
+    assert pa.types.is_list(schema.field("alternatives").type)
+    assert pa.types.is_struct(schema.field("evidence").type.value_type)
+    assert pa.types.is_list(schema.field("hang_suspects").type)
+    table = pq.read_table(out)
+    assert table.column("evidence").to_pylist()[0][0]["text"] == "uncorrectable ECC error"
+    assert read_results(out)[0].to_dict() == row.to_dict()
+    df = pd.read_parquet(out, dtype_backend="numpy_nullable")
+    assert str(df["initiating_rank"].dtype) == "Int64" and df["initiating_rank"].tolist()[0] == 6
+    assert df["initiating_rank"].isna().tolist() == [False, True]

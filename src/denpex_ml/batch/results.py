@@ -599,11 +599,34 @@ class ResultSink:
         self.close(finalize=exc_type is None)
 
 
-def _write_parquet(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+def _arrow_schema() -> Any:
+    """Columns as Arrow types: nested fields are lists and structs (queried in place by pandas,
+    Polars, DuckDB or Spark), not JSON strings."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    schema = pa.schema(
+    alternative = pa.struct([("label", pa.string()), ("probability", pa.float64())])
+    suspect = pa.struct(
+        [
+            ("host", pa.string()),
+            ("gpu", pa.int64()),
+            ("bus_id", pa.string()),
+            ("ranks", pa.list_(pa.int64())),
+            ("reason", pa.string()),
+            ("basis", pa.string()),
+            ("entry", pa.string()),
+            ("xid", pa.int64()),
+        ]
+    )
+    evidence = pa.struct(
+        [
+            ("rank", pa.int64()),
+            ("source", pa.string()),
+            ("line", pa.int64()),
+            ("text", pa.string()),
+            ("why", pa.string()),
+        ]
+    )
+    return pa.schema(
         [
             ("job_id", pa.string()),
             ("status", pa.string()),
@@ -612,26 +635,44 @@ def _write_parquet(path: Path, rows: Iterable[dict[str, Any]]) -> None:
             ("confidence", pa.float64()),
             ("abstained", pa.bool_()),
             ("best_guess", pa.string()),
-            ("alternatives", pa.string()),
+            ("alternatives", pa.list_(alternative)),
             ("initiating_rank", pa.int64()),
             ("initiating_reason", pa.string()),
             ("hang_phase", pa.string()),
-            ("hang_suspects", pa.string()),
-            ("suspects", pa.string()),
-            ("evidence", pa.string()),
+            ("hang_suspects", pa.list_(pa.int64())),
+            ("suspects", pa.list_(suspect)),
+            ("evidence", pa.list_(evidence)),
             ("ranks", pa.int64()),
             ("lines", pa.int64()),
             ("bytes", pa.int64()),
             ("seconds", pa.float64()),
-            ("warnings", pa.string()),
+            ("warnings", pa.list_(pa.string())),
             ("error_type", pa.string()),
             ("error", pa.string()),
             ("model", pa.string()),
         ]
     )
 
-    def clean(row: dict[str, Any]) -> dict[str, Any]:  # Arrow strings must be valid UTF-8
-        return {k: _utf8(v).decode("utf-8") if isinstance(v, str) else v for k, v in _flat(row).items()}
+
+def _arrow_clean(value: Any) -> Any:
+    """Arrow strings must be valid UTF-8 (file names that are not become ``\\udcXX`` escapes)."""
+    if isinstance(value, str):
+        return _utf8(value).decode("utf-8")
+    if isinstance(value, list):
+        return [_arrow_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _arrow_clean(v) for k, v in value.items()}
+    return value
+
+
+def _write_parquet(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _arrow_schema()
+
+    def clean(row: dict[str, Any]) -> dict[str, Any]:
+        return {k: _arrow_clean(v) for k, v in row.items()}
 
     tmp = path.with_name(path.name + ".tmp")
     try:
