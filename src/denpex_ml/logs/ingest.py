@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import re2
 
@@ -39,6 +39,7 @@ from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_text_blocks
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
+from denpex_ml.logs.secret_rules import _key_block_lines
 from denpex_ml.logs.sources import (
     Member,
     ReadBudget,
@@ -92,6 +93,33 @@ class _Stream:
     n_lines: int = 0
     n_salient: int = 0
     hosts: set[str] = field(default_factory=set)
+    #: tail lines not yet made into strings: (block, line indices), oldest first, at most ``tail`` in all
+    pending: list[tuple[_Block, Any]] = field(default_factory=list)
+    n_pending: int = 0
+
+    def defer_tail(self, blk: _Block, idx: Any, maxlen: int) -> None:
+        """Append lines of ``blk`` to the tail, as ``deque(maxlen).extend`` would, without making them strings."""
+        if maxlen == 0 or not len(idx):
+            return
+        self.pending.append((blk, idx))
+        self.n_pending += len(idx)
+        while self.n_pending - len(self.pending[0][1]) >= maxlen:
+            self.n_pending -= len(self.pending.pop(0)[1])
+        if self.n_pending > maxlen:
+            b, first = self.pending[0]
+            self.pending[0] = (b, first[self.n_pending - maxlen :])
+            self.n_pending = maxlen
+
+    def flush_tail(self, keep: _Block | None) -> None:
+        """The deferred tail lines of every block but ``keep`` become strings (in order)."""
+        done = 0
+        for b, idx in self.pending:
+            if b is keep:
+                break
+            self.tail.extend(b.items(idx.tolist()))
+            self.n_pending -= len(idx)
+            done += 1
+        del self.pending[:done]
 
     def offer_salient(self, item: tuple[str, int, str, str | None, bool], cap: int, per_template: int) -> None:
         """Keep a salient line unless the budget is spent or its template was kept often enough."""
@@ -115,6 +143,7 @@ class _Builder:
         self._detector: re2._Regexp | None = None
         self.launcher = LauncherParser()
         self.bundle = LogBundle()
+        self._deferred: list[_Stream] = []  # streams with tail lines still in a block (columnar path)
 
     def _stream(self, key: StreamKey) -> _Stream:
         st = self.streams.get(key)
@@ -143,7 +172,157 @@ class _Builder:
         return self._general_bytes(raw, masker, source, file_rank, lineno)
 
     def _fast_bytes(self, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
-        return self._add_block_fast(raw.decode("utf-8", "replace"), raw, masker, source, file_rank, lineno)
+        return self._add_block_fast(None, raw, masker, source, file_rank, lineno)
+
+    # -- the columnar fast path ---------------------------------------------------------------
+    def _add_block_fast(
+        self, block: str | None, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int
+    ) -> int:
+        """Torchrun-prefixed or unprefixed lines: the columnar engine for large blocks, else per line."""
+        min_bytes = COLUMNAR_MIN_BYTES
+        if min_bytes is not None and len(raw) >= min_bytes and raw.endswith(b"\n"):
+            if raw.isascii():
+                return self._add_block_columnar(raw, masker, source, file_rank, lineno)
+            if block is None:
+                block = raw.decode("utf-8", "replace")
+            if _NON_ASCII_DIGIT.search(block) is None:  # Python's \d would read it, RE2's not
+                return self._add_block_columnar(raw, masker, source, file_rank, lineno)
+        if block is None:
+            block = raw.decode("utf-8", "replace")
+        self._flush_tails()
+        return self._add_block_lines(block, raw, masker, source, file_rank, lineno)
+
+    def _add_block_columnar(self, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
+        """What :meth:`_add_block_lines` does, with every per-line question asked of the whole
+        block at once (Arrow's RE2 kernels, numpy): only the lines that are masked or kept
+        become Python strings. The tails of the streams point into the block and are made
+        into strings only if the next block does not push them out (:meth:`_flush_tails`)."""
+        import numpy as np
+
+        from denpex_ml.logs.columnar import LineTable, byte_lengths, to_ints
+
+        table = LineTable(raw)
+        n = table.n
+        head = table.window(raw, _WINDOW) if n else np.zeros((0, _WINDOW), dtype=np.uint8)
+        ts_len, pre_len, ranks = _rank_prefixes(head)
+        # a line that may start with an ISO timestamp: the prefix pattern itself, on those lines
+        digit = (head >= 48) & (head <= 57)
+        maybe_ts = np.flatnonzero(digit[:, 0] | ((head[:, 0] == 91) & digit[:, 1]))
+        if len(maybe_ts):
+            parts = table.extract(_PREFIX_PATTERN, maybe_ts)
+            ts_len[maybe_ts] = byte_lengths(parts["ts"])
+            pre_len[maybe_ts] = byte_lengths(parts["pre"])
+            ranks[maybe_ts] = to_ints(parts["r"], -1)
+        if b" NCCL" in raw:
+            self._learn_nccl_hosts(table, raw, masker)
+        prefixed = pre_len > 0
+        n_prefixed = int(np.count_nonzero(prefixed))
+        if n_prefixed:
+            self.bundle.formats["torchrun"] += n_prefixed
+        blk = _Block(raw, table.starts, table.ends, ts_len, pre_len, source, lineno)
+        hits = self._hit_lines(table, raw, masker)
+        salient = table.matches(SALIENT_PATTERN)
+        blk.salient = salient
+        if len(hits):
+            idx = hits.tolist()
+            blk.texts.update(zip(idx, masker.mask_lines(blk.raw_texts(idx)), strict=True))
+        # stream keys: the rank prefix, else the file's rank, a rank named in the message, or global
+        default = file_rank if file_rank is not None else _GLOBAL
+        keys = np.where(prefixed, ranks, default)
+        bare = ~prefixed & (ts_len == 0)
+        if n:
+            maybe_blank = bare & (
+                (table.ends == table.starts) | np.isin(head[:, 0], np.frombuffer(_SPACE_OR_HIGH, dtype=np.uint8))
+            )
+            for i in np.flatnonzero(maybe_blank).tolist():
+                rest = blk.raw_line(i)
+                if not rest or rest.isspace():
+                    keys[i] = _SKIP
+        if file_rank is None:
+            cand = ~prefixed & (keys != _SKIP) & table.matches(_MSG_RANK_HINT)
+            for i in np.flatnonzero(cand).tolist():
+                rest = blk.rest(i)
+                if "[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest or "[PG ID" in rest:
+                    found = message_rank(rest)
+                    keys[i] = _GLOBAL if found is None else found
+        self.bundle.n_truncated_lines += raw.count(_TRUNCATION_MARK_B)
+        kept = np.flatnonzero(keys != _SKIP)
+        kk = keys[kept]
+        uniq, first_at, counts = np.unique(kk, return_index=True, return_counts=True)
+        perm = np.argsort(kk, kind="stable")
+        bounds = np.zeros(len(uniq) + 1, dtype=np.int64)
+        np.cumsum(counts, out=bounds[1:])
+        ret = self.ret
+        touched: list[_Stream] = []
+        for g in np.argsort(first_at, kind="stable").tolist():
+            code = int(uniq[g])
+            key: StreamKey = GLOBAL_STREAM if code == _GLOBAL else code
+            idx = kept[perm[bounds[g] : bounds[g + 1]]]
+            st = self._stream(key)
+            m = len(idx)
+            self.bundle.n_lines += m
+            before = st.n_lines
+            st.n_lines += m
+            sal_idx = idx[salient[idx]]
+            st.n_salient += len(sal_idx)
+            take_head = max(0, ret.head - before)
+            if take_head:
+                st.head.extend(blk.items(idx[:take_head].tolist()))
+            cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
+            if len(sal_idx) and len(st.salient) < cap:
+                n_head = min(take_head, m)
+                last_head = idx[n_head - 1] if n_head else -1
+                for i in sal_idx[sal_idx > last_head].tolist():
+                    if len(st.salient) >= cap:
+                        break  # offer_salient would refuse it and every later one, changing nothing
+                    st.offer_salient((source, lineno + i + 1, blk.text(i), None, True), cap, ret.per_template)
+            rest_idx = idx[take_head:]
+            if len(rest_idx):
+                st.defer_tail(blk, rest_idx[-ret.tail :] if ret.tail else rest_idx[:0], ret.tail)
+                touched.append(st)
+        # tails still pointing into an earlier block become strings now: that block goes
+        for st in self._deferred:
+            st.flush_tail(keep=blk)
+        self._deferred = [st for st in {id(s): s for s in (*self._deferred, *touched)}.values() if st.pending]
+        return lineno + n
+
+    def _learn_nccl_hosts(self, table: Any, raw: bytes, masker: Masker) -> None:
+        """Hosts of NCCL debug text (``host:pid:tid [dev] NCCL``), as the block-level findall finds them."""
+        import numpy as np
+
+        rows = np.flatnonzero(table.matches(" NCCL"))
+        found = table.extract(_NCCL_HOST_PATTERN, rows)["h"]
+        hosts = {h for h in found.unique().to_pylist() if h}
+        several = rows[table.matches(" NCCL.* NCCL", rows)]
+        for i in several.tolist():  # more than one match in a line: all of them, as findall would
+            line = raw[int(table.starts[i]) : int(table.ends[i])]
+            hosts.update(h.decode("utf-8", "replace") for h in _NCCL_HOST_IN_TEXT.findall(line))
+        if hosts:
+            masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
+
+    def _hit_lines(self, table: Any, raw: bytes, masker: Masker) -> Any:
+        """Sorted indices of the lines that masking may change: what :class:`_Detector` flags."""
+        import numpy as np
+
+        hit = table.matches(masker._gate().pattern)
+        if b"PRIVATE KEY" in raw:
+            starts = sorted({s for s in _key_block_lines(raw) if s < len(raw)})
+            if starts:
+                hit[np.searchsorted(table.starts, np.array(starts, dtype=np.int64))] = True
+        first_rx = masker._first_regex()
+        if first_rx is not None:
+            hit |= table.matches(first_rx.pattern)
+        elif masker._first:
+            for i in _line_indices(masker.detector(), raw):  # the dict lookup per piece: too many hosts for one regex
+                if i < table.n:
+                    hit[i] = True
+        return np.flatnonzero(hit)
+
+    def _flush_tails(self) -> None:
+        """Every deferred tail line becomes a string (before anything else touches the tails)."""
+        for st in self._deferred:
+            st.flush_tail(keep=None)
+        self._deferred = []
 
     def _general_bytes(self, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
         return self._add_block_general(raw.decode("utf-8", "replace"), raw, masker, source, file_rank, lineno)
@@ -152,6 +331,7 @@ class _Builder:
         self, block: str, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int
     ) -> int:
         """Any mix of launcher formats, line by line."""
+        self._flush_tails()
         lines = block.split("\n")
         if lines and not lines[-1]:
             lines.pop()
@@ -219,7 +399,7 @@ class _Builder:
             keep(GLOBAL_STREAM if key is None else key, source, lineno, rests[i], hosts[i], i in salient)
         return lineno
 
-    def _add_block_fast(
+    def _add_block_lines(
         self, block: str, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int
     ) -> int:
         """The common case in C-speed steps: every line is torchrun-prefixed or unprefixed.
@@ -314,6 +494,7 @@ class _Builder:
         st.tail.append(item)
 
     def finish(self, masker: Masker) -> LogBundle:
+        self._flush_tails()
         # NCCL debug lines from a single host, with no rank stated anywhere: the local rank
         # printed by NCCL ("[3]") is the only basis, and on one node it is the global rank.
         pid_streams = [k for k in self.streams if isinstance(k, str) and k in self.pid_local and k not in self.pid_rank]
@@ -388,6 +569,111 @@ _NCCL_HOST_IN_TEXT = re2.compile(rb"([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL")
 
 #: A block is split into a fast-path head and a general tail only when the head has this many bytes.
 _MIN_FAST_PREFIX = 16 * 1024
+
+#: Fast-path blocks of at least this many bytes go through the columnar engine (Arrow + numpy);
+#: smaller ones line by line (no pyarrow import, no kernel set-up for a few lines). None: never
+#: (the reference path the equivalence test compares against).
+COLUMNAR_MIN_BYTES: int | None = 256 * 1024
+_GLOBAL = -1  # stream codes in the columnar path: ranks are >= 0
+_SKIP = -2
+_PREFIX_PATTERN = r"^(?P<ts>" + _ISO_TS + r")?(?P<pre>\[(?:rank|default)(?P<r>\d{1,6})\]:[ ]?)?"
+_NCCL_HOST_PATTERN = r"(?P<h>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL"
+_MSG_RANK_HINT = r"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
+_NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
+_WINDOW = 18  # "[default" + 6 digits + "]: " + 1
+
+
+def _rank_prefixes(head: Any) -> tuple[Any, Any, Any]:
+    """``[rankN]:`` / ``[defaultN]:`` (then one optional space) at the start of each line, from
+    the first bytes of the lines: (timestamp length: zeros, prefix length, rank or -1)."""
+    import numpy as np
+
+    n = len(head)
+    rows = np.arange(n)
+    off = np.zeros(n, dtype=np.int64)
+    off[(head[:, :5] == np.frombuffer(b"[rank", dtype=np.uint8)).all(axis=1)] = 5
+    off[(head[:, :8] == np.frombuffer(b"[default", dtype=np.uint8)).all(axis=1)] = 8
+    digit = (head >= 48) & (head <= 57)
+    value = np.zeros(n, dtype=np.int64)
+    run = np.zeros(n, dtype=np.int64)
+    going = off > 0
+    for k in range(7):
+        d = digit[rows, off + k] & going
+        value = np.where(d & (k < 6), value * 10 + (head[rows, off + k].astype(np.int64) - 48), value)
+        run += d
+        going &= d
+    ok = (off > 0) & (run >= 1) & (run <= 6)
+    close = np.minimum(off + run, _WINDOW - 3)
+    ok &= (head[rows, close] == 93) & (head[rows, close + 1] == 58)
+    pre = np.where(ok, off + run + 2 + (head[rows, close + 2] == 32), 0)
+    return np.zeros(n, dtype=np.int64), pre.astype(np.int64), np.where(ok, value, -1)
+
+
+_TRUNCATION_MARK_B = TRUNCATION_MARK.encode()
+#: first bytes of a line that may be blank (str.isspace): ASCII white space, or a non-ASCII character
+_SPACE_OR_HIGH = bytes([9, 10, 11, 12, 13, 28, 29, 30, 31, 32, *range(128, 256)])
+
+
+class _Block:
+    """A columnar block's bytes and line table, kept while stream tails point into it."""
+
+    __slots__ = ("ends", "lineno", "pre_len", "raw", "salient", "source", "starts", "texts", "ts_len")
+
+    def __init__(self, raw: bytes, starts: Any, ends: Any, ts_len: Any, pre_len: Any, source: str, lineno: int) -> None:
+        self.raw = raw
+        self.starts = starts
+        self.ends = ends
+        self.ts_len = ts_len
+        self.pre_len = pre_len
+        self.source = source
+        self.lineno = lineno
+        self.texts: dict[int, str] = {}  # masked lines (before carriage returns are collapsed)
+        self.salient: Any = None
+
+    def raw_line(self, i: int) -> str:
+        return self.raw[int(self.starts[i]) : int(self.ends[i])].decode("utf-8", "replace")
+
+    def rest(self, i: int) -> str:
+        """The line after its timestamp and rank prefix."""
+        cut = int(self.starts[i] + self.ts_len[i] + self.pre_len[i])
+        return self.raw[cut : int(self.ends[i])].decode("utf-8", "replace")
+
+    def raw_texts(self, idx: list[int]) -> list[str]:
+        """The lines without their rank prefix (a timestamp before it stays), unmasked."""
+        raw = self.raw
+        s = self.starts[idx].tolist()
+        e = self.ends[idx].tolist()
+        t = self.ts_len[idx].tolist()
+        p = self.pre_len[idx].tolist()
+        return [
+            (raw[a:b] if not pl else raw[a : a + tl] + raw[a + tl + pl : b]).decode("utf-8", "replace")
+            for a, b, tl, pl in zip(s, e, t, p, strict=True)
+        ]
+
+    def text(self, i: int) -> str:
+        text = self.texts.get(i)
+        if text is None:
+            text = self.raw_texts([i])[0]
+        return collapse_cr(text) if "\r" in text else text
+
+    def items(self, idx: list[int]) -> list[tuple[str, int, str, str | None, bool]]:
+        """Retention items of lines ``idx``: (source, line number, text, host, salient)."""
+        if not idx:
+            return []
+        texts = self.texts
+        it = iter(self.raw_texts([i for i in idx if i not in texts]) if texts else self.raw_texts(idx))
+        sal = self.salient[idx].tolist()
+        base = self.lineno + 1
+        src = self.source
+        out: list[tuple[str, int, str, str | None, bool]] = []
+        for i, s in zip(idx, sal, strict=True):
+            text = texts.get(i)
+            if text is None:
+                text = next(it)
+            if "\r" in text:
+                text = collapse_cr(text)
+            out.append((src, base + i, text, None, s))
+        return out
 
 
 def _fast_path_ok(raw: bytes) -> bool:

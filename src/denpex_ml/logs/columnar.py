@@ -1,0 +1,123 @@
+"""Line tables: a block of UTF-8 lines as an Arrow string array, matched by compiled kernels.
+
+The ingestion fast path (:meth:`denpex_ml.logs.ingest._Builder._add_block_columnar`) asks
+questions of every line of a block at once: does a regex match it, how long is its launcher
+prefix, which host does an NCCL debug prefix name. Arrow's compute kernels answer them in C++
+(RE2, the engine every masking and salience pattern is written for), so no line becomes a
+Python object unless it is kept or masked.
+
+A pattern is matched per line here and per block elsewhere; the two agree because no pattern
+asked here can match a newline, uses ``^`` or ``$`` other than in multi-line mode, and RE2's
+word boundaries and line anchors see a line start inside a block as they see a text start.
+The equivalence test (``tests/logs/test_columnar_equivalence.py``) holds both paths to the
+same output on every fixture and real log.
+
+pyarrow is imported inside the functions: small inputs never use this path and never pay the
+import.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["LineTable"]
+
+
+class LineTable:
+    """The lines of ``raw`` (UTF-8 bytes ending in a newline), without their newlines."""
+
+    __slots__ = ("arr", "ends", "n", "starts")
+
+    def __init__(self, raw: bytes) -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        data = np.frombuffer(raw, dtype=np.uint8)
+        ends = np.flatnonzero(data == 10)
+        n = len(ends)
+        starts = np.empty(n, dtype=np.int64)
+        if n:
+            starts[0] = 0
+            starts[1:] = ends[:-1] + 1
+        offsets = np.empty(n + 1, dtype=np.int32)
+        offsets[:n] = starts - np.arange(n)  # newlines removed from the data
+        offsets[n] = len(raw) - n
+        self.n = n
+        self.starts = starts
+        self.ends = ends
+        self.arr = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw.replace(b"\n", b"")))
+
+    def matches(self, pattern: str | bytes, rows: Any = None) -> npt.NDArray[np.bool_]:
+        """Per line (or per line of ``rows``): does the RE2 ``pattern`` match anywhere in it."""
+        import pyarrow.compute as pc
+
+        if isinstance(pattern, bytes):
+            pattern = pattern.decode()
+        arr = self.arr if rows is None else self.arr.take(rows)
+        return _bools(pc.match_substring_regex(arr, pattern))
+
+    def contains(self, literal: str) -> npt.NDArray[np.bool_]:
+        """Per line: does it contain ``literal``."""
+        import pyarrow.compute as pc
+
+        return _bools(pc.match_substring(self.arr, literal))
+
+    def count(self, literal: str) -> npt.NDArray[np.int64]:
+        """Per line: non-overlapping occurrences of ``literal``."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        return np.asarray(pc.count_substring(self.arr, literal).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def extract(self, pattern: str, rows: Any = None) -> dict[str, Any]:
+        """Named groups of the first match of ``pattern`` in each line (or in lines ``rows``).
+
+        A line without a match has nulls; a group that did not take part is an empty string.
+        """
+        import pyarrow.compute as pc
+
+        arr = self.arr if rows is None else self.arr.take(rows)
+        found = pc.extract_regex(arr, pattern)
+        return {f.name: found.field(f.name) for f in found.type}
+
+    def window(self, raw: bytes, width: int) -> npt.NDArray[np.uint8]:
+        """The first ``width`` bytes of every line, one row per line (bytes after a line's end are
+        the next lines', or the block's final newline)."""
+        import numpy as np
+
+        data = np.frombuffer(raw, dtype=np.uint8)
+        at = self.starts[:, None] + np.arange(width)
+        np.minimum(at, len(raw) - 1, out=at)
+        rows: npt.NDArray[np.uint8] = data[at]
+        return rows
+
+
+def _bools(arr: Any) -> npt.NDArray[np.bool_]:
+    import numpy as np
+
+    if arr.null_count:  # pragma: no cover - the kernels above give nulls only for null input
+        arr = arr.fill_null(False)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.bool_)
+
+
+def byte_lengths(arr: Any) -> npt.NDArray[np.int64]:
+    """Byte length of each string (0 for a null)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.binary_length(arr).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def to_ints(arr: Any, default: int) -> npt.NDArray[np.int64]:
+    """Decimal strings (ASCII digits) as ints; empty strings and nulls become ``default``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    empty = pc.fill_null(pc.equal(pc.binary_length(arr), 0), True)
+    filled = pc.if_else(empty, pa.scalar(str(default)), arr)
+    return np.asarray(pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)

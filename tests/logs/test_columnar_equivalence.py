@@ -1,0 +1,175 @@
+"""The columnar ingestion path gives exactly the bundle the line-by-line path gives.
+
+Every fast-path block of every input is read twice: by the reference path (``COLUMNAR_MIN_BYTES
+= None``, each line a Python object) and by the columnar engine forced onto every block
+(``COLUMNAR_MIN_BYTES = 0``: Arrow/RE2 kernels and numpy, deferred tails). The bundles must be
+equal field for field (retained lines with their text, masks, ranks, salience, counts, masked
+counts, launcher summary, warnings), streams in the same order, and the maskers must have given
+the same pseudonyms to the same names in the same order.
+
+Inputs: every file and job under tests/fixtures and data/examples, every ``log`` of the real
+logs (data/real/*.jsonl, ../shared/real-logs/real-logs.jsonl), generated interleaved logs, and
+hand-written edge cases; each once with the default retention and blocks and once with tiny
+blocks and a tiny retention (tails deferred across many blocks, stream overflow).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from denpex_ml.logs import ingest
+from denpex_ml.logs.bundle import LogBundle
+from denpex_ml.logs.limits import Retention
+from denpex_ml.logs.masking import Masker
+from denpex_ml.logs.normalize import iter_text_blocks
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE_DIRS = [REPO / "tests" / "fixtures", REPO / "data" / "examples"]
+REAL = [*sorted((REPO / "data" / "real").glob("*.jsonl")), REPO.parent / "shared" / "real-logs" / "real-logs.jsonl"]
+TINY = Retention(head=2, tail=3, salient=4, per_template=1, max_streams=5)
+
+
+def _fixture_paths() -> list[Path]:
+    paths: list[Path] = []
+    for root in FIXTURE_DIRS:
+        if not root.is_dir():
+            continue
+        for p in sorted(root.rglob("*")):
+            if p.is_file() and p.suffix not in {".py", ".pyc", ".md", ".json"}:
+                paths.append(p)
+            elif p.is_dir() and p.parent.name == "jobs":
+                paths.append(p)  # a job directory: its files together
+    return paths
+
+
+def _real_logs() -> Iterator[tuple[str, str]]:
+    for path in REAL:
+        if not path.is_file():
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if isinstance(row.get("log"), str):
+                yield f"{path.name}:{n}:{row.get('id', '')}", row["log"]
+
+
+EDGE_CASES = {
+    "blank-and-space": "\n \n\t\n\x1c\n\u3000\n[rank0]: \n[rank0]:\nx\n",
+    "timestamps": (
+        "2024-05-01 17:04:45,123 [rank3]: RuntimeError: boom\n"
+        "[2024-05-01T17:04:45.5Z] [rank1]:step 1\n"
+        "2024-05-01 17:04:45 nranks 8 here\n"
+        "2024-05-01 17:04:45 \n"
+        "[2024-05-01 17:04:45]: [default7]: ok host=gpu-node-9\n"
+        "12345: not a prefix\n"
+    ),
+    "rank-forms": (
+        "[rank0000012]: seven digits\n[rank123456]: six digits\n[rank]: none\n[rank5]:x\n[rank5]:  two spaces\n"
+        "[default3]: d\n[rank7] no colon\n[Rank 4] Watchdog caught collective operation timeout\n"
+        "[PG ID 0 PG GUID 0(default_pg) Rank 2] ProcessGroupNCCL timed out\nglobal line\n"
+    ),
+    "unicode": "[rank1]: ｒａｎｋ … résumé 東京 Error ✓\n[rank٣]: arabic digit\n١٢٣٤-05-01 00:00:00 x\n",
+    "nccl-hosts": (
+        "[rank0]:gpu-a1:1:2 [0] NCCL INFO ring; peer gpu-b2:3:4 [1] NCCL INFO x\n"
+        "[rank1]:gpu-b2:3:4 [1] NCCL INFO NET/IB : Using ib0:10.1.2.3<0> addr fe80::1\n"
+        "[rank2]: talking to gpu-a1 and gpu-b2.cluster.local, MASTER_ADDR=gpu-c3 token=abcdef1234567890\n"
+    ),
+    "cr-and-secrets": (
+        "[rank0]:  10%|#   | 1/10\r 100%|####| 10/10\r\n"
+        "[rank0]: -----BEGIN RSA PRIVATE KEY-----\n[rank0]: MIIEowIBAAKCAQEA7x\n"
+        "[rank0]: -----END RSA PRIVATE KEY-----\n[rank1]: curl -u bob:hunter2 https://x.io --password p4ss\n"
+        "[rank1]: saved to /home/alice/ckpt, mail bob@example.com\n"
+    ),
+    "truncated": "[rank0]: " + "x" * 70_000 + "\n[rank0]: after\n",
+}
+
+
+def _read(source: Any, *, columnar: bool, retention: Retention | None, tiny_blocks: bool) -> tuple[LogBundle, Masker]:
+    masker = Masker()
+    saved_min, saved_blocks = ingest.COLUMNAR_MIN_BYTES, getattr(ingest, "iter_text_blocks")  # noqa: B009
+    ingest.COLUMNAR_MIN_BYTES = 0 if columnar else None
+    if tiny_blocks:
+        setattr(ingest, "iter_text_blocks", functools.partial(iter_text_blocks, block_chars=97))  # noqa: B010
+    try:
+        if isinstance(source, Path):
+            bundle = ingest.read_logs(source, retention=retention, masker=masker)
+        else:
+            bundle = ingest.read_logs(text=source, retention=retention, masker=masker)
+    finally:
+        ingest.COLUMNAR_MIN_BYTES = saved_min
+        setattr(ingest, "iter_text_blocks", saved_blocks)  # noqa: B010
+    return bundle, masker
+
+
+def _assert_same(source: Any, *, retention: Retention | None = None, tiny_blocks: bool = False) -> None:
+    try:
+        ref, ref_masker = _read(source, columnar=False, retention=retention, tiny_blocks=tiny_blocks)
+    except Exception as exc:  # the same error, by both paths
+        with pytest.raises(type(exc)) as info:
+            _read(source, columnar=True, retention=retention, tiny_blocks=tiny_blocks)
+        assert str(info.value) == str(exc)
+        return
+    new, new_masker = _read(source, columnar=True, retention=retention, tiny_blocks=tiny_blocks)
+    assert list(new.streams) == list(ref.streams)
+    for key, st in ref.streams.items():
+        assert new.streams[key] == st, key
+    assert new == ref
+    assert new.summary() == ref.summary()
+    assert new_masker.reveal_map() == ref_masker.reveal_map()
+    assert list(new_masker.reveal_map()) == list(ref_masker.reveal_map())  # pseudonyms given in the same order
+
+
+@pytest.mark.parametrize("path", _fixture_paths(), ids=lambda p: str(p.relative_to(REPO)))
+def test_fixtures(path: Path) -> None:
+    _assert_same(path)
+    _assert_same(path, retention=TINY, tiny_blocks=True)
+
+
+def test_real_logs() -> None:
+    logs = list(_real_logs())
+    assert len(logs) > 100
+    for _name, text in logs:
+        _assert_same(text)
+        _assert_same(text, retention=TINY, tiny_blocks=True)
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+def test_edge_cases(name: str) -> None:
+    text = EDGE_CASES[name]
+    _assert_same(text)
+    _assert_same(text, retention=TINY, tiny_blocks=True)
+    _assert_same(text * 50, retention=TINY)
+
+
+@pytest.mark.parametrize(("size", "ranks"), [(300_000, 8), (2_500_000, 64)])
+def test_generated_interleaved(tmp_path: Path, size: int, ranks: int) -> None:
+    gen_log = pytest.importorskip("bench.gen_log")
+    path = tmp_path / "job.log"
+    gen_log.write_interleaved_log(path, size, ranks, 3)
+    _assert_same(path)
+    _assert_same(path, retention=Retention(head=3, tail=20, salient=10, per_template=1, max_streams=40))
+
+
+def test_the_columnar_path_is_taken_for_large_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    original = ingest._Builder._add_block_columnar
+
+    def spy(self: Any, raw: bytes, *args: Any) -> int:
+        calls.append(len(raw))
+        return original(self, raw, *args)
+
+    monkeypatch.setattr(ingest._Builder, "_add_block_columnar", spy)
+    assert ingest.COLUMNAR_MIN_BYTES is not None
+    line = "[rank3]: step 1 loss 2.0\n"
+    ingest.read_logs(text=line * (ingest.COLUMNAR_MIN_BYTES // len(line) + 10))
+    assert calls
+    calls.clear()
+    ingest.read_logs(text=line * 10)  # small: line by line, pyarrow not needed
+    assert not calls
