@@ -81,14 +81,11 @@ def test_first_hour_walkthrough_runs_as_written(
     for block in _blocks(doc, "python"):
         if "mlflow" in block:
             continue
-        exec(compile(block.replace("workers=2", "workers=1"), f"{doc.name} block", "exec"), namespace)  # noqa: S102
+        exec(compile(block.replace("workers=2", "workers=1"), f"{doc.name} block", "exec"), namespace)
     assert "df" in namespace and len(namespace["df"]) > 0  # type: ignore[arg-type]
     # label an incident, as shown
     add = next(
-        line.removeprefix("$ ")
-        for b in _blocks(doc, "console")
-        for line in b.splitlines()
-        if "incidents add" in line
+        line.removeprefix("$ ") for b in _blocks(doc, "console") for line in b.splitlines() if "incidents add" in line
     )
     assert main(shlex.split(add)[1:]) == 0
     assert (tmp_path / "incidents" / "incidents.jsonl").is_file()
