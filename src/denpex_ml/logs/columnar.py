@@ -57,7 +57,7 @@ class LineTable:
 
         if isinstance(pattern, bytes):
             pattern = pattern.decode()
-        arr = self.arr if rows is None else self.arr.take(rows)
+        arr = self.arr if rows is None else self.arr.take(_indices(rows))
         return _bools(pc.match_substring_regex(arr, pattern))
 
     def contains(self, literal: str) -> npt.NDArray[np.bool_]:
@@ -66,13 +66,6 @@ class LineTable:
 
         return _bools(pc.match_substring(self.arr, literal))
 
-    def count(self, literal: str) -> npt.NDArray[np.int64]:
-        """Per line: non-overlapping occurrences of ``literal``."""
-        import numpy as np
-        import pyarrow.compute as pc
-
-        return np.asarray(pc.count_substring(self.arr, literal).to_numpy(zero_copy_only=False), dtype=np.int64)
-
     def extract(self, pattern: str, rows: Any = None) -> dict[str, Any]:
         """Named groups of the first match of ``pattern`` in each line (or in lines ``rows``).
 
@@ -80,7 +73,7 @@ class LineTable:
         """
         import pyarrow.compute as pc
 
-        arr = self.arr if rows is None else self.arr.take(rows)
+        arr = self.arr if rows is None else self.arr.take(_indices(rows))
         found = pc.extract_regex(arr, pattern)
         return {f.name: found.field(f.name) for f in found.type}
 
@@ -96,28 +89,54 @@ class LineTable:
         return rows
 
 
+def _indices(rows: Any) -> Any:
+    """Row numbers as an Arrow array, built on numpy's buffer (``pa.array`` would import pandas to check its input)."""
+    import numpy as np
+    import pyarrow as pa
+
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
+
+
 def _bools(arr: Any) -> npt.NDArray[np.bool_]:
+    """An Arrow boolean array as numpy, unpacked from its bitmap (``to_numpy`` would go through
+    pandas' conversion code, importing pandas: 40 MB of resident memory)."""
     import numpy as np
 
     if arr.null_count:  # pragma: no cover - the kernels above give nulls only for null input
         arr = arr.fill_null(False)
-    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.bool_)
+    n = len(arr)
+    if not n:
+        return np.zeros(0, dtype=np.bool_)
+    bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+    out: npt.NDArray[np.bool_] = np.unpackbits(bits, bitorder="little")[arr.offset : arr.offset + n].view(np.bool_)
+    return out
+
+
+def _ints(arr: Any) -> npt.NDArray[np.int64]:
+    import numpy as np
+    import pyarrow as pa
+
+    if arr.type != pa.int64():
+        arr = arr.cast(pa.int64())
+    if arr.null_count:
+        arr = arr.fill_null(0)
+    values = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset : arr.offset + len(arr)]
+    return values.copy()  # from the buffer, not to_numpy (which imports pandas)
 
 
 def byte_lengths(arr: Any) -> npt.NDArray[np.int64]:
     """Byte length of each string (0 for a null)."""
-    import numpy as np
     import pyarrow.compute as pc
 
-    return np.asarray(pc.binary_length(arr).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return _ints(pc.binary_length(arr))
 
 
 def to_ints(arr: Any, default: int) -> npt.NDArray[np.int64]:
     """Decimal strings (ASCII digits) as ints; empty strings and nulls become ``default``."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     empty = pc.fill_null(pc.equal(pc.binary_length(arr), 0), True)
     filled = pc.if_else(empty, pa.scalar(str(default)), arr)
-    return np.asarray(pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return _ints(pc.cast(filled, pa.int64()))

@@ -39,7 +39,7 @@ from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_text_blocks
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
-from denpex_ml.logs.secret_rules import _key_block_lines
+from denpex_ml.logs.secret_rules import _UNANCHORED, _key_block_lines
 from denpex_ml.logs.sources import (
     Member,
     ReadBudget,
@@ -214,7 +214,7 @@ class _Builder:
             pre_len[maybe_ts] = byte_lengths(parts["pre"])
             ranks[maybe_ts] = to_ints(parts["r"], -1)
         if b" NCCL" in raw:
-            self._learn_nccl_hosts(table, raw, masker)
+            self._learn_nccl_hosts(raw, masker)
         prefixed = pre_len > 0
         n_prefixed = int(np.count_nonzero(prefixed))
         if n_prefixed:
@@ -239,8 +239,10 @@ class _Builder:
                 if not rest or rest.isspace():
                     keys[i] = _SKIP
         if file_rank is None:
-            cand = ~prefixed & (keys != _SKIP) & table.matches(_MSG_RANK_HINT)
-            for i in np.flatnonzero(cand).tolist():
+            rows = np.flatnonzero(~prefixed & (keys != _SKIP))
+            if len(rows) > n // 8:  # many unprefixed lines: one kernel pass finds the few that may name a rank
+                rows = rows[table.matches(_MSG_RANK_HINT, rows)]
+            for i in rows.tolist():
                 rest = blk.rest(i)
                 if "[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest or "[PG ID" in rest:
                     found = message_rank(rest)
@@ -286,17 +288,9 @@ class _Builder:
         self._deferred = [st for st in {id(s): s for s in (*self._deferred, *touched)}.values() if st.pending]
         return lineno + n
 
-    def _learn_nccl_hosts(self, table: Any, raw: bytes, masker: Masker) -> None:
+    def _learn_nccl_hosts(self, raw: bytes, masker: Masker) -> None:
         """Hosts of NCCL debug text (``host:pid:tid [dev] NCCL``), as the block-level findall finds them."""
-        import numpy as np
-
-        rows = np.flatnonzero(table.matches(" NCCL"))
-        found = table.extract(_NCCL_HOST_PATTERN, rows)["h"]
-        hosts = {h for h in found.unique().to_pylist() if h}
-        several = rows[table.matches(" NCCL.* NCCL", rows)]
-        for i in several.tolist():  # more than one match in a line: all of them, as findall would
-            line = raw[int(table.starts[i]) : int(table.ends[i])]
-            hosts.update(h.decode("utf-8", "replace") for h in _NCCL_HOST_IN_TEXT.findall(line))
+        hosts = {h.decode("utf-8", "replace") for h in _findall_group(_NCCL_HOST_IN_TEXT, raw)}
         if hosts:
             masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
 
@@ -577,7 +571,6 @@ COLUMNAR_MIN_BYTES: int | None = 256 * 1024
 _GLOBAL = -1  # stream codes in the columnar path: ranks are >= 0
 _SKIP = -2
 _PREFIX_PATTERN = r"^(?P<ts>" + _ISO_TS + r")?(?P<pre>\[(?:rank|default)(?P<r>\d{1,6})\]:[ ]?)?"
-_NCCL_HOST_PATTERN = r"(?P<h>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL"
 _MSG_RANK_HINT = r"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
 _NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
 _WINDOW = 18  # "[default" + 6 digits + "]: " + 1
@@ -674,6 +667,25 @@ class _Block:
                 text = collapse_cr(text)
             out.append((src, base + i, text, None, s))
         return out
+
+
+def _findall_group(regex: Any, data: bytes) -> set[bytes]:
+    """The distinct values of ``regex.findall(data)`` for a pattern with one group (RE2 on bytes),
+    stepped through as re2's wrapper steps, without its match objects."""
+    match = regex._regexp.Match
+    found: set[bytes] = set()
+    pos = 0
+    end = len(data)
+    while True:
+        spans = match(_UNANCHORED, data, pos, end)
+        start, stop = spans[0]
+        if start == -1 and stop == -1:
+            return found
+        g0, g1 = spans[1]
+        found.add(data[g0:g1] if g0 != -1 else b"")
+        if pos == end:
+            return found
+        pos = pos + 1 if pos == stop else stop
 
 
 def _fast_path_ok(raw: bytes) -> bool:

@@ -44,6 +44,7 @@ from denpex_ml.logs.secret_rules import (
     MaskRule,
     _decode,
     _encode,
+    _finditer,
     _is_word,
     _keeps,
     _key_block_lines,
@@ -490,7 +491,28 @@ class Masker:
             if self._known_rx is None:
                 names = b"|".join(re.escape(h) for h in sorted(free, key=len, reverse=True))
                 self._known_rx = re.compile(rb"(?<![A-Za-z0-9])(?:" + names + rb")(?![A-Za-z0-9])")
-            return self._known_rx.sub(lambda m: free[m.group()], data)
+            known = self._known_rx
+            first_rx = self._first_regex()
+            if first_rx is None:  # pragma: no cover - at most 64 names have at most 64 first pieces
+                return known.sub(lambda m: free[m.group()], data)
+            # what known.sub does, tried only where a name's first piece stands (RE2 finds those at
+            # C speed; Python's re would try the look-behind at every byte): a name starts after a
+            # non-alphanumeric byte with its first piece, so every match starts at one of them
+            parts: list[bytes] = []
+            last = 0
+            for cand in _finditer(first_rx, data):
+                start = cand.start()
+                if start < last:
+                    continue
+                m = known.match(data, start)
+                if m is not None:
+                    parts.append(data[last:start])
+                    parts.append(free[m.group()])
+                    last = m.end()
+            if not parts:
+                return data
+            parts.append(data[last:])
+            return b"".join(parts)
         if self._first_regex() is None and first.keys().isdisjoint(_PIECE.findall(data)):
             return data
         out: list[bytes] = []

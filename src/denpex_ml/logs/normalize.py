@@ -184,8 +184,21 @@ def _cr_lines(chunk: str, held_cr: bool) -> tuple[str, bool]:
 def _cap_lines(block: str, max_line_chars: int) -> str:
     if len(block) <= max_line_chars:
         return block
-    # Fast path: only split when some line can be too long.
+    # Fast path: only split when some line can be too long. A line has at least as many UTF-8
+    # bytes as characters, so newline positions in the bytes (numpy) clear most blocks unsplit.
+    if _longest_line_bytes(block) <= max_line_chars:
+        return block
     lines = block.split("\n")
     if max(map(len, lines)) <= max_line_chars:
         return block
     return "\n".join(line if len(line) <= max_line_chars else line[:max_line_chars] + TRUNCATION_MARK for line in lines)
+
+
+def _longest_line_bytes(block: str) -> int:
+    import numpy as np
+
+    data = np.frombuffer(block.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    cuts = np.flatnonzero(data == 10)
+    if not len(cuts):
+        return len(data)
+    return int(max(cuts[0], np.diff(cuts).max(initial=0) - 1, len(data) - 1 - cuts[-1]))
