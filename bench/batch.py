@@ -183,7 +183,7 @@ class ScoreCommand:
 
 def detect_score(cli: Sequence[str] | None = None) -> ScoreCommand:
     """Probe ``denpex-ml score --help`` (the CLI run by this interpreter)."""
-    argv = tuple(cli) if cli is not None else (sys.executable, "-m", "denpex_ml.cli")
+    argv = tuple(cli) if cli is not None else (sys.executable, "-m", "denpex_ml")
     try:
         done = subprocess.run(
             [*argv, "score", "--help"], capture_output=True, text=True, timeout=120, cwd=REPO, env=_env()
@@ -314,7 +314,7 @@ def run_score_once(
     ok = rc == 0 and not timed_out
     return {
         "config": config.name,
-        "argv": ["denpex-ml", *argv[3:]] if argv[1:3] == ["-m", "denpex_ml.cli"] else argv,
+        "argv": ["denpex-ml", *argv[3:]] if argv[1:3] == ["-m", "denpex_ml"] else argv,
         "ok": ok,
         "returncode": rc,
         "timed_out": timed_out,

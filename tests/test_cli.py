@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from denpex_ml.cli import EXIT_INPUT_ERROR, EXIT_OK, EXIT_USAGE, main
+from denpex_ml.cli import main
+from denpex_ml.cli.console import EXIT_INPUT_ERROR, EXIT_OK, EXIT_USAGE
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from denpex_ml.cli import EXIT_OK, EXIT_USAGE, main
+from denpex_ml.cli import main
+from denpex_ml.cli.console import EXIT_OK, EXIT_USAGE
 from denpex_ml.model.core import DenpexModel
 from denpex_ml.model.diagnosis import Alternative, Diagnosis, Evidence
 from denpex_ml.taxonomy import load_taxonomy

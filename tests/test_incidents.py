@@ -1,4 +1,4 @@
-"""The labelled-incident store (denpex_ml.incidents) and its CLI (denpex_ml.cli_incidents)."""
+"""The labelled-incident store (denpex_ml.incidents) and its CLI (denpex_ml.cli.incidents)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import denpex_ml.cli
-from denpex_ml.cli import EXIT_INPUT_ERROR, EXIT_OK, EXIT_USAGE, main
-from denpex_ml.cli_incidents import add_parser
+import denpex_ml.cli.app
+from denpex_ml.cli import incidents, main
+from denpex_ml.cli.console import EXIT_INPUT_ERROR, EXIT_OK, EXIT_USAGE
 from denpex_ml.dataset import load_incidents, to_hf_dataset
 from denpex_ml.errors import (
     DatasetLabelError,
@@ -151,7 +151,7 @@ def test_every_file_is_masked_with_one_masker(tmp_path: Path, capsys: pytest.Cap
     assert logs["node-a/worker-2.log"].startswith(f"{pseudonym.group(1)}: [rank5]")
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(denpex_ml.cli, "COMMANDS", {**denpex_ml.cli.COMMANDS, "incidents": add_parser})
+        mp.setattr(denpex_ml.cli.app, "COMMANDS", {**denpex_ml.cli.app.COMMANDS, "incidents": incidents})
         assert main(["incidents", "--store", str(store.path), "list", "--json"]) == EXIT_OK
         out = capsys.readouterr().out
         assert main(["incidents", "--store", str(store.path), "show", inc.id]) == EXIT_OK
@@ -346,7 +346,7 @@ def test_concurrent_adds_from_two_processes_all_land(tmp_path: Path) -> None:
 # -- CLI -----------------------------------------------------------------------------------
 @pytest.fixture()
 def cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(denpex_ml.cli, "COMMANDS", {**denpex_ml.cli.COMMANDS, "incidents": add_parser})
+    monkeypatch.setattr(denpex_ml.cli.app, "COMMANDS", {**denpex_ml.cli.app.COMMANDS, "incidents": incidents})
 
 
 @pytest.mark.usefixtures("cli")

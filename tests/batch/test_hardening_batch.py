@@ -25,7 +25,8 @@ import denpex_ml.batch.results as results_mod
 from denpex_ml.batch import JobResult, ModelSpec, ResultSink, discover_jobs, read_results, score_jobs
 from denpex_ml.batch.results import check_output_path
 from denpex_ml.batch.score import _Pool, score_job
-from denpex_ml.cli import EXIT_INPUT_ERROR, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, main
+from denpex_ml.cli import main
+from denpex_ml.cli.console import EXIT_INPUT_ERROR, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
 from denpex_ml.errors import InvalidInputError, OutputPathError, OutputWriteError
 from denpex_ml.logs import LogBundle
 from denpex_ml.model.diagnosis import Diagnosis

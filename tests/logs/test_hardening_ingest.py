@@ -584,15 +584,16 @@ def test_cli_classify_reads_stdin_as_a_stream(
     tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from denpex_ml import cli
+    from denpex_ml.cli import console
 
     model = ["--model", str(tiny_model_dir)]
     stream = io.BytesIO(_gz(b"[rank1]: step 1\n" + ERROR_LINE))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stream))
-    assert cli.main(["classify", "-", "--json", *model]) == cli.EXIT_OK
+    assert cli.main(["classify", "-", "--json", *model]) == console.EXIT_OK
     out = json.loads(capsys.readouterr().out)
     assert out["label"]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(_newlines_gz(1 << 30))))
-    assert cli.main(["classify", "-", *model]) == cli.EXIT_INPUT_ERROR
+    assert cli.main(["classify", "-", *model]) == console.EXIT_INPUT_ERROR
     assert "decompression ratio" in capsys.readouterr().err
 
 

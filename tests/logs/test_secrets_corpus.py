@@ -17,10 +17,10 @@ from types import ModuleType
 
 import pytest
 
-import denpex_ml.cli
+import denpex_ml.cli.app
 from denpex_ml.batch import score_archive
-from denpex_ml.cli import EXIT_OK, main
-from denpex_ml.cli_incidents import add_parser
+from denpex_ml.cli import incidents, main
+from denpex_ml.cli.console import EXIT_OK
 from denpex_ml.errors import ModelError
 from denpex_ml.incidents import IncidentStore
 from denpex_ml.logs import read_logs
@@ -210,7 +210,7 @@ def test_incident_store(tmp_path: Path, job: Path, capsys: pytest.CaptureFixture
     inc = store.add(job, label="unknown", source_url=f"https://tickets.example.org/9?by={corpus.EMAIL_DIR}")
     outputs = {"incidents.add": json.dumps(inc.to_dict()), "store on disk": _tree_text(store.path)}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(denpex_ml.cli, "COMMANDS", {**denpex_ml.cli.COMMANDS, "incidents": add_parser})
+        mp.setattr(denpex_ml.cli.app, "COMMANDS", {**denpex_ml.cli.app.COMMANDS, "incidents": incidents})
         assert (
             main(["incidents", "--store", str(tmp_path / "cli-store"), "add", str(job), "--label", "unknown"])
             == EXIT_OK

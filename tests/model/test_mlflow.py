@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from denpex_ml.cli import EXIT_INPUT_ERROR, EXIT_OK, main
+from denpex_ml.cli import main
+from denpex_ml.cli.console import EXIT_INPUT_ERROR, EXIT_OK
 
 OOM = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 COLUMNS = ["label", "confidence", "abstained", "initiating_rank", "title", "evidence", "fix", "error"]

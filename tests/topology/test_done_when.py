@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from denpex_ml.batch import score_archive
-from denpex_ml.cli import EXIT_OK, main
+from denpex_ml.cli import main
+from denpex_ml.cli.console import EXIT_OK
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.topology import NodeSummary
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from denpex_ml.cli import EXIT_GATE_FAILED, EXIT_OK, main
+from denpex_ml.cli import main
+from denpex_ml.cli.console import EXIT_GATE_FAILED, EXIT_OK
 from denpex_ml.errors import InvalidInputError
 from denpex_ml.incidents import IncidentStore
 from denpex_ml.model.core import load_model

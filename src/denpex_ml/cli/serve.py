@@ -6,16 +6,21 @@ import argparse
 import ipaddress
 import logging
 import sys
+from typing import TYPE_CHECKING
+
+from denpex_ml.cli.console import EXIT_OK, usage_error
+
+if TYPE_CHECKING:
+    from denpex_ml.cli.console import SubParsers
 
 __all__ = ["add_parser", "run"]
 
-EXIT_OK, EXIT_USAGE = 0, 2
 log = logging.getLogger("denpex_ml.cli")
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(sub: SubParsers, name: str = "serve") -> None:
     p = sub.add_parser(
-        "serve",
+        name,
         help="a local web page to diagnose a pasted log or dropped files (and POST /classify for tools)",
         description=(
             "Serve a page where you paste a log or drop files / an archive and see the diagnosis, with "
@@ -60,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from denpex_ml.serve.app import ServeConfig, create_app
 
     if args.max_upload_mb <= 0:
-        print("denpex-ml serve: error: --max-upload-mb must be > 0", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error("serve", "--max-upload-mb must be > 0")
     model = load_model(args.model, taxonomy_dirs=args.taxonomy) if (args.model or args.taxonomy) else default_model()
     hosts: tuple[str, ...] = ServeConfig().allowed_hosts
     if not _loopback(args.host):

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+from denpex_ml.cli.console import EXIT_OK
+
+if TYPE_CHECKING:
+    from denpex_ml.cli.console import SubParsers
 
 __all__ = ["add_parser", "run"]
 
-EXIT_OK = 0
 
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(sub: SubParsers, name: str = "report") -> None:
     p = sub.add_parser(
-        "report",
+        name,
         help="an HTML report of a results file (one self-contained page, opens from disk)",
         description=(
             "Write one self-contained HTML file from a results file of `denpex-ml score`: failures per "

@@ -10,23 +10,25 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from denpex_ml.cli.console import EXIT_OK, EXIT_PARTIAL, Progress, console, usage_error
+
 if TYPE_CHECKING:
     from rich.console import Console
 
     from denpex_ml.batch.results import JobResult
+    from denpex_ml.cli.console import SubParsers
     from denpex_ml.topology.nodes import NodeSummary
 
 __all__ = ["Summary", "add_parser", "run"]
 
-EXIT_OK, EXIT_PARTIAL, EXIT_USAGE = 0, 1, 2
 #: Seconds one job may take by default (kept equal to ``batch.score.DEFAULT_JOB_TIMEOUT``,
 #: which is not imported here so that ``--help`` stays fast).
 DEFAULT_JOB_TIMEOUT = 300.0
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(sub: SubParsers, name: str = "score") -> None:
     p = sub.add_parser(
-        "score",
+        name,
         help="batch-score a directory or archive of failed jobs (one result row per job)",
         description=(
             "Score every job of PATH: a directory whose top-level entries are jobs (log files, "
@@ -85,63 +87,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--quiet", action="store_true", help="no progress and no summary")
     p.set_defaults(handler=run)
-
-
-class _Progress:
-    """A rich bar on a terminal; plain periodic lines on stderr otherwise."""
-
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.total = total
-        self.quiet = quiet
-        self.n = 0
-        self.errors = 0
-        self.t0 = time.perf_counter()
-        self._last = self.t0
-        self._bar = None
-        if not quiet and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._bar = Progress(
-                TextColumn("scoring"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]:.1f} jobs/s · {task.fields[errors]} errors"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
-            self._bar.__enter__()
-            self._task = self._bar.add_task("score", total=total, rate=0.0, errors=0)
-
-    def advance(self, ok: bool) -> None:
-        self.n += 1
-        self.errors += 0 if ok else 1
-        now = time.perf_counter()
-        rate = self.n / max(now - self.t0, 1e-9)
-        if self._bar is not None:
-            self._bar.update(self._task, advance=1, rate=rate, errors=self.errors)
-        elif not self.quiet and (now - self._last >= 10.0 or self.n == self.total):
-            self._last = now
-            eta = (self.total - self.n) / rate if rate > 0 else 0.0
-            print(
-                f"scored {self.n}/{self.total} jobs ({rate:.1f} jobs/s, {self.errors} errors, ETA {eta:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
-            self._bar = None
 
 
 class Summary:
@@ -221,8 +166,7 @@ class Summary:
 
 
 def _usage_error(message: str) -> int:
-    print(f"denpex-ml score: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return usage_error("score", message)
 
 
 def _write_nodes(nodes: NodeSummary, path: str | None, output: str, reveal: bool, *, quiet: bool) -> None:
@@ -245,8 +189,6 @@ def run(args: argparse.Namespace) -> int:
     The output path is checked before any work: a directory, a parent that is a file, a folder
     we cannot write in, or a path that is (or lies inside) the input is a usage error.
     """
-    from rich.console import Console
-
     from denpex_ml.batch.results import STDOUT, ResultSink, check_output_path
     from denpex_ml.errors import InvalidInputError, OutputPathError, OutputWriteError
 
@@ -285,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     total = planned(batch, sink.done)
     summary = Summary()
-    progress = _Progress(total, args.quiet)
+    progress = Progress(jobs=total, quiet=args.quiet).start()
     t0 = time.perf_counter()
     finished = False
     results = score_jobs(
@@ -318,9 +260,9 @@ def run(args: argparse.Namespace) -> int:
     if nodes is not None:
         _write_nodes(nodes, nodes_path, args.output, reveal, quiet=args.quiet)
     if not args.quiet:
-        stream = sys.stderr if to_stdout else sys.stdout  # with -o -, stdout holds the rows only
-        console = Console(soft_wrap=False, width=None if stream.isatty() else 160, stderr=to_stdout)
-        summary.render(time.perf_counter() - t0, console, skipped=batch.total - total)
+        # with -o -, stdout holds the rows only
+        shown = console(stderr=to_stdout, piped_width=160)
+        summary.render(time.perf_counter() - t0, shown, skipped=batch.total - total)
         if not to_stdout:
             print(f"results written to {out}", file=sys.stderr)
     return EXIT_PARTIAL if summary.n_errors else EXIT_OK

@@ -22,18 +22,19 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from denpex_ml.dataset.incident import Incident
+from denpex_ml.cli.console import EXIT_OK, console, usage_error
 
-__all__ = ["ENV_STORE", "add_parser", "incident_row"]
+if TYPE_CHECKING:
+    from denpex_ml.cli.console import SubParsers
+    from denpex_ml.dataset.incident import Incident
+
+__all__ = ["ENV_STORE", "add_parser", "incident_row", "run"]
 
 #: Environment variable naming the default store directory.
 ENV_STORE = "DENPEX_INCIDENTS"
 _DEFAULT_STORE = "incidents"
-# Same values as denpex_ml.cli (not imported at module level: cli.py imports this module).
-_EXIT_OK = 0
-_EXIT_USAGE = 2
 
 
 def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -53,7 +54,7 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(sub: SubParsers, name: str = "incidents") -> None:
     """Add the ``incidents`` subcommand (and its actions) to a CLI's subparsers.
 
     Parameters
@@ -63,9 +64,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         with ``set_defaults(handler=...)``; it takes the parsed namespace and returns
         an exit code (0 ok, 2 usage error) and lets
         :class:`~denpex_ml.errors.DenpexError` propagate.
+    name:
+        The command's name (``incidents``).
     """
     p = sub.add_parser(
-        "incidents",
+        name,
         help="store labelled incidents (masked logs + failure id) for the next retrain",
         description="Add, list, relabel, remove, show and export the labelled incidents of a store.",
     )
@@ -101,7 +104,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ex.add_argument("out", metavar="OUT.jsonl")
     _common(ex, suppress=True)
 
-    p.set_defaults(handler=_cmd_incidents)
+    p.set_defaults(handler=run)
 
 
 def incident_row(incident: Incident) -> dict[str, Any]:
@@ -128,16 +131,15 @@ def _store_dir(args: argparse.Namespace) -> str:
     return given or os.environ.get(ENV_STORE) or _DEFAULT_STORE
 
 
-def _cmd_incidents(args: argparse.Namespace) -> int:
-    from denpex_ml.cli import _console
+def run(args: argparse.Namespace) -> int:
+    """Run the action ``args.incidents_cmd`` on the store; returns the exit code."""
     from denpex_ml.incidents import IncidentStore
 
     store = IncidentStore(_store_dir(args), taxonomy_dirs=getattr(args, "taxonomy", None) or [])
     cmd: str = args.incidents_cmd
     if cmd == "add":
         if args.initiating_rank is not None and args.initiating_rank < 0:
-            print("denpex-ml incidents add: error: --initiating-rank must be >= 0", file=sys.stderr)
-            return _EXIT_USAGE
+            return usage_error("incidents add", "--initiating-rank must be >= 0")
         incident = store.add(
             args.path,
             label=args.label,
@@ -151,12 +153,12 @@ def _cmd_incidents(args: argparse.Namespace) -> int:
         if isinstance(skipped, list):
             for item in skipped:
                 print(f"skipped {item}", file=sys.stderr)
-        return _EXIT_OK
+        return EXIT_OK
     if cmd == "list":
         rows = [incident_row(i) for i in store]
         if args.json:
             print(json.dumps(rows, indent=2, ensure_ascii=False))
-            return _EXIT_OK
+            return EXIT_OK
         from rich.markup import escape
         from rich.table import Table
 
@@ -176,26 +178,25 @@ def _cmd_incidents(args: argparse.Namespace) -> int:
                 escape(row["added"] or "-"),
                 escape(row["source"]),
             )
-        _console().print(table)
-        return _EXIT_OK
+        console().print(table)
+        return EXIT_OK
     if cmd == "relabel":
         before = store.get(args.id).label
         incident = store.relabel(args.id, args.label)
         print(f"{incident.id}: {before} -> {incident.label}")
-        return _EXIT_OK
+        return EXIT_OK
     if cmd == "remove":
         incident = store.remove(args.id)
         print(f"removed {incident.id} ({incident.label})")
-        return _EXIT_OK
+        return EXIT_OK
     if cmd == "show":
         print(json.dumps(store.get(args.id).to_dict(), indent=2, ensure_ascii=False))
-        return _EXIT_OK
+        return EXIT_OK
     if cmd == "export":
         from denpex_ml.dataset import write_jsonl
 
         incidents = list(store)
         out = write_jsonl(incidents, args.out)
         print(f"wrote {len(incidents)} incident(s) to {out}")
-        return _EXIT_OK
-    print(f"denpex-ml incidents: error: unknown action {cmd!r}", file=sys.stderr)  # pragma: no cover
-    return _EXIT_USAGE  # pragma: no cover
+        return EXIT_OK
+    return usage_error("incidents", f"unknown action {cmd!r}")  # pragma: no cover

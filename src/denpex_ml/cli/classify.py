@@ -1,0 +1,67 @@
+"""``denpex-ml classify``: the diagnosis of one failed job (a path, or a stream on stdin)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from denpex_ml.cli.console import EXIT_OK, usage_error
+
+if TYPE_CHECKING:
+    from denpex_ml.cli.console import SubParsers
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: SubParsers, name: str = "classify") -> None:
+    p = sub.add_parser(name, help="diagnose one failed job: failure class, confidence, first failing rank, fix")
+    p.add_argument("path", nargs="?", help="log file (.gz ok), directory of per-rank logs, or archive; '-' reads stdin")
+    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
+    p.add_argument(
+        "--taxonomy",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra taxonomy directory the model was trained with",
+    )
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    p.add_argument(
+        "--reveal-hosts",
+        action="store_true",
+        help="for the owner of the logs: show real host names beside their pseudonyms (node-N)",
+    )
+    p.add_argument("--host-map", metavar="FILE", help="write the job's pseudonym -> real host map to FILE (mode 0600)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from denpex_ml.model.core import default_model, load_model
+
+    if args.path is None:
+        return usage_error("classify", "give a PATH (or '-' for stdin)")
+    model = load_model(args.model, taxonomy_dirs=args.taxonomy) if (args.model or args.taxonomy) else default_model()
+    if args.path == "-":  # streamed: long lines are cut while reading, memory stays flat
+        from time import perf_counter
+
+        from denpex_ml.logs.ingest import read_stream
+        from denpex_ml.logs.masking import Masker
+
+        t0 = perf_counter()
+        masker = Masker()
+        d = model.diagnose(read_stream(sys.stdin.buffer, name="<stdin>", masker=masker), started=t0)
+        d = replace(d, host_names=masker.reveal_map()) if (args.reveal_hosts or args.host_map) else d
+    else:
+        d = model.classify(args.path, reveal_hosts=bool(args.reveal_hosts or args.host_map))
+    if args.host_map:
+        from denpex_ml.topology.reveal import write_private_json
+
+        write_private_json(args.host_map, d.host_names or {})
+        d = d if args.reveal_hosts else replace(d, host_names=None)
+    if args.json:
+        print(json.dumps(d.to_dict(), indent=2))
+    else:
+        print(d.summary())
+    return EXIT_OK
