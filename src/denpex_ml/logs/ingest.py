@@ -225,7 +225,7 @@ class _Builder:
         blk.salient = salient
         if len(hits):
             idx = hits.tolist()
-            blk.texts.update(zip(idx, masker.mask_lines(blk.raw_texts(idx)), strict=True))
+            blk.texts.update(zip(idx, masker.mask_joined_lines(blk.joined(idx), len(idx)), strict=True))
         # stream keys: the rank prefix, else the file's rank, a rank named in the message, or global
         default = file_rank if file_rank is not None else _GLOBAL
         keys = np.where(prefixed, ranks, default)
@@ -290,7 +290,7 @@ class _Builder:
 
     def _learn_nccl_hosts(self, raw: bytes, masker: Masker) -> None:
         """Hosts of NCCL debug text (``host:pid:tid [dev] NCCL``), as the block-level findall finds them."""
-        hosts = {h.decode("utf-8", "replace") for h in _findall_group(_NCCL_HOST_IN_TEXT, raw)}
+        hosts = {h.decode("utf-8", "replace") for h in _nccl_hosts(raw)}
         if hosts:
             masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
 
@@ -559,6 +559,7 @@ _NOT_FAST_PATTERN = (
 # RE2 on bytes: linear time, no per-match offset conversion
 _NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN.encode())
 _NCCL_HOST_IN_TEXT = re2.compile(rb"([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL")
+_NCCL_HOST_SPAN = re2.compile(rb"[A-Za-z0-9][\w.-]*:\d+:\d+ \[\d+\] NCCL")  # the same, no group
 
 
 #: A block is split into a fast-path head and a general tail only when the head has this many bytes.
@@ -631,17 +632,26 @@ class _Block:
         cut = int(self.starts[i] + self.ts_len[i] + self.pre_len[i])
         return self.raw[cut : int(self.ends[i])].decode("utf-8", "replace")
 
-    def raw_texts(self, idx: list[int]) -> list[str]:
-        """The lines without their rank prefix (a timestamp before it stays), unmasked."""
+    def joined(self, idx: list[int]) -> bytes:
+        """The lines without their rank prefix (a timestamp before it stays), unmasked, as UTF-8
+        joined by newlines."""
         raw = self.raw
         s = self.starts[idx].tolist()
         e = self.ends[idx].tolist()
         t = self.ts_len[idx].tolist()
         p = self.pre_len[idx].tolist()
-        return [
-            (raw[a:b] if not pl else raw[a : a + tl] + raw[a + tl + pl : b]).decode("utf-8", "replace")
-            for a, b, tl, pl in zip(s, e, t, p, strict=True)
-        ]
+        return b"\n".join(
+            [
+                raw[a:b] if not pl else raw[a : a + tl] + raw[a + tl + pl : b]
+                for a, b, tl, pl in zip(s, e, t, p, strict=True)
+            ]
+        )
+
+    def raw_texts(self, idx: list[int]) -> list[str]:
+        """The lines without their rank prefix (a timestamp before it stays), unmasked."""
+        if not idx:
+            return []
+        return self.joined(idx).decode("utf-8", "replace").split("\n")  # no line holds a newline
 
     def text(self, i: int) -> str:
         text = self.texts.get(i)
@@ -669,20 +679,19 @@ class _Block:
         return out
 
 
-def _findall_group(regex: Any, data: bytes) -> set[bytes]:
-    """The distinct values of ``regex.findall(data)`` for a pattern with one group (RE2 on bytes),
-    stepped through as re2's wrapper steps, without its match objects."""
-    match = regex._regexp.Match
+def _nccl_hosts(data: bytes) -> set[bytes]:
+    """The distinct values of ``_NCCL_HOST_IN_TEXT.findall(data)``, stepped through as re2's wrapper
+    steps, without its match objects and without submatches: the host is the match up to its
+    first colon (it cannot hold one, and a colon follows it)."""
+    match = _NCCL_HOST_SPAN._regexp.Match
     found: set[bytes] = set()
     pos = 0
     end = len(data)
     while True:
-        spans = match(_UNANCHORED, data, pos, end)
-        start, stop = spans[0]
+        start, stop = match(_UNANCHORED, data, pos, end)[0]
         if start == -1 and stop == -1:
             return found
-        g0, g1 = spans[1]
-        found.add(data[g0:g1] if g0 != -1 else b"")
+        found.add(data[start : data.index(b":", start)])
         if pos == end:
             return found
         pos = pos + 1 if pos == stop else stop
