@@ -19,7 +19,6 @@ __all__ = ["Alternative", "Diagnosis", "Evidence"]
 MIN_SHOWN_PROBABILITY = 0.005
 
 
-
 def _clip(text: str, limit: int = 400) -> str:
     """A long evidence line, cut in the middle: the head names the error, the tail often holds
     the hint (PyTorch's OOM message ends with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments``)."""
@@ -27,6 +26,7 @@ def _clip(text: str, limit: int = 400) -> str:
         return text
     tail = limit // 4
     return f"{text[: limit - tail - 5]} ... {text[-tail:]}"
+
 
 @dataclass(frozen=True)
 class Evidence:
