@@ -583,24 +583,26 @@ def _rank_prefixes(head: Any) -> tuple[Any, Any, Any]:
     import numpy as np
 
     n = len(head)
-    rows = np.arange(n)
-    off = np.zeros(n, dtype=np.int64)
-    off[(head[:, :5] == np.frombuffer(b"[rank", dtype=np.uint8)).all(axis=1)] = 5
-    off[(head[:, :8] == np.frombuffer(b"[default", dtype=np.uint8)).all(axis=1)] = 8
-    digit = (head >= 48) & (head <= 57)
-    value = np.zeros(n, dtype=np.int64)
-    run = np.zeros(n, dtype=np.int64)
-    going = off > 0
-    for k in range(7):
-        d = digit[rows, off + k] & going
-        value = np.where(d & (k < 6), value * 10 + (head[rows, off + k].astype(np.int64) - 48), value)
-        run += d
-        going &= d
-    ok = (off > 0) & (run >= 1) & (run <= 6)
-    close = np.minimum(off + run, _WINDOW - 3)
-    ok &= (head[rows, close] == 93) & (head[rows, close + 1] == 58)
-    pre = np.where(ok, off + run + 2 + (head[rows, close + 2] == 32), 0)
-    return np.zeros(n, dtype=np.int64), pre.astype(np.int64), np.where(ok, value, -1)
+    pre = np.zeros(n, dtype=np.int64)
+    ranks = np.full(n, -1, dtype=np.int64)
+    for word in (b"[rank", b"[default"):
+        off = len(word)
+        rows = np.flatnonzero((head[:, :off] == np.frombuffer(word, dtype=np.uint8)).all(axis=1))
+        if not len(rows):
+            continue
+        h = head[rows, off : off + 10].astype(np.int64)  # up to 7 digits, "]", ":", " "
+        digit = (h >= 48) & (h <= 57)
+        run = np.cumprod(digit[:, :7], axis=1).sum(axis=1)  # leading digits
+        at = np.arange(len(rows))
+        close = np.minimum(run, 7)
+        ok = (run >= 1) & (run <= 6) & (h[at, close] == 93) & (h[at, np.minimum(close + 1, 9)] == 58)
+        value = np.zeros(len(rows), dtype=np.int64)
+        for k in range(6):
+            value = np.where(k < run, value * 10 + (h[:, k] - 48), value)
+        space = h[at, np.minimum(close + 2, 9)] == 32
+        pre[rows] = np.where(ok, off + run + 2 + space, 0)
+        ranks[rows] = np.where(ok, value, -1)
+    return np.zeros(n, dtype=np.int64), pre, ranks
 
 
 _TRUNCATION_MARK_B = TRUNCATION_MARK.encode()
@@ -683,18 +685,26 @@ def _nccl_hosts(data: bytes) -> set[bytes]:
     """The distinct values of ``_NCCL_HOST_IN_TEXT.findall(data)``, stepped through as re2's wrapper
     steps, without its match objects and without submatches: the host is the match up to its
     first colon (it cannot hold one, and a colon follows it)."""
+    # A match lies within one line and ends in " NCCL": only the lines holding that literal are
+    # scanned (found by memmem), each from its start, as the scan of the whole block reaches it.
     match = _NCCL_HOST_SPAN._regexp.Match
     found: set[bytes] = set()
-    pos = 0
-    end = len(data)
-    while True:
-        start, stop = match(_UNANCHORED, data, pos, end)[0]
-        if start == -1 and stop == -1:
-            return found
-        found.add(data[start : data.index(b":", start)])
-        if pos == end:
-            return found
-        pos = pos + 1 if pos == stop else stop
+    hit = data.find(b" NCCL")
+    while hit >= 0:
+        pos = data.rfind(b"\n", 0, hit) + 1
+        end = data.find(b"\n", hit)
+        if end < 0:
+            end = len(data)
+        while True:
+            start, stop = match(_UNANCHORED, data, pos, end)[0]
+            if start == -1 and stop == -1:
+                break
+            found.add(data[start : data.index(b":", start)])
+            if pos == end:
+                break
+            pos = pos + 1 if pos == stop else stop
+        hit = data.find(b" NCCL", end)
+    return found
 
 
 def _fast_path_ok(raw: bytes) -> bool:

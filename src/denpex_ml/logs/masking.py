@@ -38,13 +38,13 @@ from denpex_ml.logs.secret_rules import (
     _NAME_PARTS,
     _OPTIONS,
     _PSEUDONYM_B,
+    _UNANCHORED,
     DEFAULT_RULES,
     Edit,
     EditFn,
     MaskRule,
     _decode,
     _encode,
-    _finditer,
     _is_word,
     _keeps,
     _key_block_lines,
@@ -62,6 +62,7 @@ __all__ = ["DEFAULT_RULES", "MaskRule", "Masker", "mask_secrets"]
 _HOST_VALUE = re.compile(rb"[A-Za-z0-9][A-Za-z0-9_.\[\],-]*")
 _PIECE = re.compile(rb"[A-Za-z0-9]+")
 _PSEUDONYM = re.compile(r"(?:node|ip)-\d+")
+_ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 
 # -- addresses and host names -----------------------------------------------------
@@ -212,6 +213,7 @@ class Masker:
     _first: dict[bytes, int] = field(default_factory=dict, init=False, repr=False)
     _first_rx: Any = field(default=None, init=False, repr=False)
     _known_rx: re.Pattern[bytes] | None = field(default=None, init=False, repr=False)
+    _known_literals: Any = field(default=None, init=False, repr=False)  # the same names in RE2, no look-arounds
 
     def _gate(self) -> Any:
         parts = [r.gate_pattern for r in self.rules] + [_GATE_IPV4, _GATE_IPV6, _GATE_HOSTS]
@@ -462,6 +464,41 @@ class Masker:
             return end  # "ip-1.com": an address masked already (10.1.2.3.com)
         return start, end, self.host_pseudonym(m.group().decode()).encode()
 
+    def _sub_known(self, data: bytes) -> bytes:
+        """``_known_rx.sub(pseudonym, data)``, tried only where a learned name stands.
+
+        RE2 finds the leftmost name at C speed (Python's re would try the look-behind at every
+        byte); its alternatives are in the same order, so the name it finds is the one ``re``
+        tries first. With alphanumeric neighbours, ``re`` itself decides at that position (a
+        shorter name may still fit); a position that fails is left one byte on, as ``re`` does.
+        """
+        known = self._known_rx
+        assert known is not None
+        free = self._free
+        match = self._known_literals._regexp.Match
+        end = len(data)
+        parts: list[bytes] = []
+        last = pos = 0
+        while pos < end:
+            start, stop = match(_UNANCHORED, data, pos, end)[0]
+            if start == -1:
+                break
+            if (start == 0 or data[start - 1] not in _ALNUM) and (stop == end or data[stop] not in _ALNUM):
+                name = data[start:stop]
+            else:
+                m = known.match(data, start)
+                if m is None:
+                    pos = start + 1
+                    continue
+                name, stop = m.group(), m.end()
+            parts.append(data[last:start])
+            parts.append(free[name])
+            last = pos = stop
+        if not parts:
+            return data
+        parts.append(data[last:])
+        return b"".join(parts)
+
     def _first_regex(self) -> Any | None:
         """RE2 alternation of the first pieces of the learned hosts, while they are few."""
         if not self._first or len(self._first) > MAX_FIRST_PIECES_REGEX:
@@ -499,30 +536,11 @@ class Masker:
         free = self._free
         if len(free) <= MAX_HOSTS_LITERAL_REGEX:
             if self._known_rx is None:
-                names = b"|".join(re.escape(h) for h in sorted(free, key=len, reverse=True))
+                ordered = sorted(free, key=len, reverse=True)
+                names = b"|".join(re.escape(h) for h in ordered)
                 self._known_rx = re.compile(rb"(?<![A-Za-z0-9])(?:" + names + rb")(?![A-Za-z0-9])")
-            known = self._known_rx
-            first_rx = self._first_regex()
-            if first_rx is None:  # pragma: no cover - at most 64 names have at most 64 first pieces
-                return known.sub(lambda m: free[m.group()], data)
-            # what known.sub does, tried only where a name's first piece stands (RE2 finds those at
-            # C speed; Python's re would try the look-behind at every byte): a name starts after a
-            # non-alphanumeric byte with its first piece, so every match starts at one of them
-            parts: list[bytes] = []
-            last = 0
-            for cand in _finditer(first_rx, data):
-                start = cand.start()
-                if start < last:
-                    continue
-                m = known.match(data, start)
-                if m is not None:
-                    parts.append(data[last:start])
-                    parts.append(free[m.group()])
-                    last = m.end()
-            if not parts:
-                return data
-            parts.append(data[last:])
-            return b"".join(parts)
+                self._known_literals = re2.compile(b"|".join(re2.escape(h) for h in ordered), options=_OPTIONS)
+            return self._sub_known(data)
         if self._first_regex() is None and first.keys().isdisjoint(_PIECE.findall(data)):
             return data
         out: list[bytes] = []
