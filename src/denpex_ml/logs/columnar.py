@@ -12,13 +12,15 @@ word boundaries and line anchors see a line start inside a block as they see a t
 The equivalence test (``tests/logs/test_columnar_equivalence.py``) holds both paths to the
 same output on every fixture and real log.
 
-pyarrow is imported inside the functions: small inputs never use this path and never pay the
-import.
+pyarrow (and numpy) are imported inside the functions: small inputs never use this path and never
+pay the import, and a block whose lines start with no timestamp never builds an Arrow array.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+import re2
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,13 +30,13 @@ __all__ = ["LineTable"]
 
 
 class LineTable:
-    """The lines of ``raw`` (UTF-8 bytes ending in a newline), without their newlines."""
+    """The lines of ``raw`` (UTF-8 bytes ending in a newline): their offsets, and on demand an
+    Arrow string array of them without their newlines."""
 
-    __slots__ = ("arr", "ends", "n", "starts")
+    __slots__ = ("_arr", "ends", "n", "raw", "starts")
 
     def __init__(self, raw: bytes) -> None:
         import numpy as np
-        import pyarrow as pa
 
         data = np.frombuffer(raw, dtype=np.uint8)
         ends = np.flatnonzero(data == 10)
@@ -43,13 +45,50 @@ class LineTable:
         if n:
             starts[0] = 0
             starts[1:] = ends[:-1] + 1
-        offsets = np.empty(n + 1, dtype=np.int32)
-        offsets[:n] = starts - np.arange(n)  # newlines removed from the data
-        offsets[n] = len(raw) - n
+        self.raw = raw
         self.n = n
         self.starts = starts
         self.ends = ends
-        self.arr = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw.replace(b"\n", b"")))
+        self._arr: Any = None
+
+    @property
+    def arr(self) -> Any:
+        """The lines as an Arrow ``StringArray`` (built, and pyarrow imported, on first use)."""
+        if self._arr is None:
+            import numpy as np
+            import pyarrow as pa
+
+            n = self.n
+            offsets = np.empty(n + 1, dtype=np.int32)
+            offsets[:n] = self.starts - np.arange(n)  # newlines removed from the data
+            offsets[n] = len(self.raw) - n
+            self._arr = pa.StringArray.from_buffers(
+                n, pa.py_buffer(offsets), pa.py_buffer(self.raw.replace(b"\n", b""))
+            )
+        return self._arr
+
+    def scan(self, pattern: bytes, options: Any = None) -> npt.NDArray[np.bool_]:
+        """Per line: does the RE2 ``pattern`` match in it. One scan of the whole block by a
+        compiled pattern kept across blocks (its DFA stays warm): ``(?:pattern)[^\\n]*`` ends
+        every match at the end of the line where it starts, so each matching line costs one call
+        and the scan goes on at the next line, as :func:`~denpex_ml.logs.ingest._line_indices`."""
+        import numpy as np
+
+        match = _line_regex(pattern, options)._regexp.Match
+        raw = self.raw
+        size = len(raw)
+        found: list[int] = []
+        pos = 0
+        while pos < size:
+            start, stop = match(_UNANCHORED, raw, pos, size)[0]
+            if start == -1:
+                break
+            found.append(stop)  # the newline that ends the line
+            pos = stop + 1
+        hit = np.zeros(self.n, dtype=np.bool_)
+        if found:
+            hit[np.searchsorted(self.ends, np.array(found, dtype=np.int64))] = True
+        return hit
 
     def matches(self, pattern: str | bytes, rows: Any = None) -> npt.NDArray[np.bool_]:
         """Per line (or per line of ``rows``): does the RE2 ``pattern`` match anywhere in it."""
@@ -87,6 +126,21 @@ class LineTable:
         np.minimum(at, len(raw) - 1, out=at)
         rows: npt.NDArray[np.uint8] = data[at]
         return rows
+
+
+_LINE_REGEXES: dict[tuple[bytes, int], Any] = {}
+_UNANCHORED = re2._Anchor.UNANCHORED
+
+
+def _line_regex(pattern: bytes, options: Any) -> Any:
+    key = (pattern, id(options))
+    rx = _LINE_REGEXES.get(key)
+    if rx is None:
+        if len(_LINE_REGEXES) > 64:  # learned-host patterns change as hosts are learned
+            _LINE_REGEXES.clear()
+        whole = b"(?:" + pattern + b")[^\n]*"
+        rx = _LINE_REGEXES[key] = re2.compile(whole) if options is None else re2.compile(whole, options=options)
+    return rx
 
 
 def _indices(rows: Any) -> Any:

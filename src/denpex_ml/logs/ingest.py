@@ -39,7 +39,7 @@ from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_text_blocks
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
-from denpex_ml.logs.secret_rules import _UNANCHORED, _key_block_lines
+from denpex_ml.logs.secret_rules import _OPTIONS, _UNANCHORED, _key_block_lines
 from denpex_ml.logs.sources import (
     Member,
     ReadBudget,
@@ -221,7 +221,7 @@ class _Builder:
             self.bundle.formats["torchrun"] += n_prefixed
         blk = _Block(raw, table.starts, table.ends, ts_len, pre_len, source, lineno)
         hits = self._hit_lines(table, raw, masker)
-        salient = table.matches(SALIENT_PATTERN)
+        salient = table.scan(_SALIENT_B)
         blk.salient = salient
         if len(hits):
             idx = hits.tolist()
@@ -239,9 +239,11 @@ class _Builder:
                 if not rest or rest.isspace():
                     keys[i] = _SKIP
         if file_rank is None:
-            rows = np.flatnonzero(~prefixed & (keys != _SKIP))
-            if len(rows) > n // 8:  # many unprefixed lines: one kernel pass finds the few that may name a rank
-                rows = rows[table.matches(_MSG_RANK_HINT, rows)]
+            unprefixed = ~prefixed & (keys != _SKIP)
+            if n_prefixed < n // 2:  # mostly unprefixed lines: one scan finds the few that may name a rank
+                rows = np.flatnonzero(unprefixed & table.scan(_MSG_RANK_HINT_B))
+            else:  # mostly "[rankN]:" lines, which all hold "[rank": the others one by one
+                rows = np.flatnonzero(unprefixed)
             for i in rows.tolist():
                 rest = blk.rest(i)
                 if "[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest or "[PG ID" in rest:
@@ -298,14 +300,14 @@ class _Builder:
         """Sorted indices of the lines that masking may change: what :class:`_Detector` flags."""
         import numpy as np
 
-        hit = table.matches(masker._gate().pattern)
+        hit = table.scan(masker._gate().pattern, _OPTIONS)
         if b"PRIVATE KEY" in raw:
             starts = sorted({s for s in _key_block_lines(raw) if s < len(raw)})
             if starts:
                 hit[np.searchsorted(table.starts, np.array(starts, dtype=np.int64))] = True
         first_rx = masker._first_regex()
         if first_rx is not None:
-            hit |= table.matches(first_rx.pattern)
+            hit |= table.scan(first_rx.pattern, _OPTIONS)
         elif masker._first:
             for i in _line_indices(masker.detector(), raw):  # the dict lookup per piece: too many hosts for one regex
                 if i < table.n:
@@ -572,7 +574,8 @@ COLUMNAR_MIN_BYTES: int | None = 256 * 1024
 _GLOBAL = -1  # stream codes in the columnar path: ranks are >= 0
 _SKIP = -2
 _PREFIX_PATTERN = r"^(?P<ts>" + _ISO_TS + r")?(?P<pre>\[(?:rank|default)(?P<r>\d{1,6})\]:[ ]?)?"
-_MSG_RANK_HINT = r"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
+_MSG_RANK_HINT_B = rb"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
+_SALIENT_B = SALIENT_PATTERN.encode()
 _NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
 _WINDOW = 18  # "[default" + 6 digits + "]: " + 1
 
