@@ -1,19 +1,21 @@
-"""Line tables: a block of UTF-8 lines as an Arrow string array, matched by compiled kernels.
+"""Line tables: a block of UTF-8 lines asked questions all at once, by compiled engines.
 
-The ingestion fast path (:meth:`denpex_ml.logs.ingest._Builder._add_block_columnar`) asks
-questions of every line of a block at once: does a regex match it, how long is its launcher
-prefix, which host does an NCCL debug prefix name. Arrow's compute kernels answer them in C++
-(RE2, the engine every masking and salience pattern is written for), so no line becomes a
-Python object unless it is kept or masked.
+The ingestion fast path (:meth:`denpex_ml.logs.ingest._Builder._add_block_columnar`) needs, for
+every line of a block, its offsets, its launcher prefix, and whether the masking gate, the
+salience pattern or a rank hint matches in it. Offsets and ``[rankN]:`` prefixes come from
+numpy over the bytes; regex questions from one RE2 scan of the whole block with a compiled
+pattern kept across blocks (:meth:`LineTable.scan`); ISO timestamps at line starts from Arrow's
+RE2 ``extract_regex`` kernel on the lines that may hold one. No line becomes a Python object
+unless it is masked or kept.
 
-A pattern is matched per line here and per block elsewhere; the two agree because no pattern
-asked here can match a newline, uses ``^`` or ``$`` other than in multi-line mode, and RE2's
-word boundaries and line anchors see a line start inside a block as they see a text start.
-The equivalence test (``tests/logs/test_columnar_equivalence.py``) holds both paths to the
-same output on every fixture and real log.
+A pattern is matched per line here and per block by the reference path; the two agree because
+no pattern asked here can match a newline, and RE2's ``(?m:^)`` and word boundaries see a line
+start inside a block as they see a text start. The equivalence test
+(``tests/logs/test_columnar_equivalence.py``) holds both paths to the same output on every
+fixture and real log.
 
-pyarrow (and numpy) are imported inside the functions: small inputs never use this path and never
-pay the import, and a block whose lines start with no timestamp never builds an Arrow array.
+numpy and pyarrow are imported inside the functions: small inputs never take this path and never
+pay the imports, and pyarrow is loaded only for blocks with timestamped lines.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class LineTable:
         """Per line: does the RE2 ``pattern`` match in it. One scan of the whole block by a
         compiled pattern kept across blocks (its DFA stays warm): ``(?:pattern)[^\\n]*`` ends
         every match at the end of the line where it starts, so each matching line costs one call
-        and the scan goes on at the next line, as :func:`~denpex_ml.logs.ingest._line_indices`."""
+        and the scan goes on at the next line (as ``ingest._line_indices`` steps)."""
         import numpy as np
 
         match = _line_regex(pattern, options)._regexp.Match
@@ -90,21 +92,6 @@ class LineTable:
             hit[np.searchsorted(self.ends, np.array(found, dtype=np.int64))] = True
         return hit
 
-    def matches(self, pattern: str | bytes, rows: Any = None) -> npt.NDArray[np.bool_]:
-        """Per line (or per line of ``rows``): does the RE2 ``pattern`` match anywhere in it."""
-        import pyarrow.compute as pc
-
-        if isinstance(pattern, bytes):
-            pattern = pattern.decode()
-        arr = self.arr if rows is None else self.arr.take(_indices(rows))
-        return _bools(pc.match_substring_regex(arr, pattern))
-
-    def contains(self, literal: str) -> npt.NDArray[np.bool_]:
-        """Per line: does it contain ``literal``."""
-        import pyarrow.compute as pc
-
-        return _bools(pc.match_substring(self.arr, literal))
-
     def extract(self, pattern: str, rows: Any = None) -> dict[str, Any]:
         """Named groups of the first match of ``pattern`` in each line (or in lines ``rows``).
 
@@ -116,16 +103,20 @@ class LineTable:
         found = pc.extract_regex(arr, pattern)
         return {f.name: found.field(f.name) for f in found.type}
 
-    def window(self, raw: bytes, width: int) -> npt.NDArray[np.uint8]:
-        """The first ``width`` bytes of every line, one row per line (bytes after a line's end are
-        the next lines', or the block's final newline)."""
+    def window(self, raw: bytes, width: int, rows: Any = None, skip: Any = None) -> npt.NDArray[np.uint8]:
+        """The first ``width`` bytes of every line (of lines ``rows``, after their first ``skip``
+        bytes), one row per line. Bytes after a line's end are the next lines', or the block's
+        final newline: a pattern read in them must hold no newline."""
         import numpy as np
 
         data = np.frombuffer(raw, dtype=np.uint8)
-        at = self.starts[:, None] + np.arange(width)
+        first = self.starts if rows is None else self.starts[rows]
+        if skip is not None:
+            first = first + skip
+        at = first[:, None] + np.arange(width)
         np.minimum(at, len(raw) - 1, out=at)
-        rows: npt.NDArray[np.uint8] = data[at]
-        return rows
+        out: npt.NDArray[np.uint8] = data[at]
+        return out
 
 
 _LINE_REGEXES: dict[tuple[bytes, int], Any] = {}
@@ -152,21 +143,6 @@ def _indices(rows: Any) -> Any:
     return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
 
 
-def _bools(arr: Any) -> npt.NDArray[np.bool_]:
-    """An Arrow boolean array as numpy, unpacked from its bitmap (``to_numpy`` would go through
-    pandas' conversion code, importing pandas: 40 MB of resident memory)."""
-    import numpy as np
-
-    if arr.null_count:  # pragma: no cover - the kernels above give nulls only for null input
-        arr = arr.fill_null(False)
-    n = len(arr)
-    if not n:
-        return np.zeros(0, dtype=np.bool_)
-    bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
-    out: npt.NDArray[np.bool_] = np.unpackbits(bits, bitorder="little")[arr.offset : arr.offset + n].view(np.bool_)
-    return out
-
-
 def _ints(arr: Any) -> npt.NDArray[np.int64]:
     import numpy as np
     import pyarrow as pa
@@ -184,13 +160,3 @@ def byte_lengths(arr: Any) -> npt.NDArray[np.int64]:
     import pyarrow.compute as pc
 
     return _ints(pc.binary_length(arr))
-
-
-def to_ints(arr: Any, default: int) -> npt.NDArray[np.int64]:
-    """Decimal strings (ASCII digits) as ints; empty strings and nulls become ``default``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    empty = pc.fill_null(pc.equal(pc.binary_length(arr), 0), True)
-    filled = pc.if_else(empty, pa.scalar(str(default)), arr)
-    return _ints(pc.cast(filled, pa.int64()))

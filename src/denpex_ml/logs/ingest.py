@@ -194,12 +194,13 @@ class _Builder:
 
     def _add_block_columnar(self, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
         """What :meth:`_add_block_lines` does, with every per-line question asked of the whole
-        block at once (Arrow's RE2 kernels, numpy): only the lines that are masked or kept
-        become Python strings. The tails of the streams point into the block and are made
+        block at once (RE2 scans of the block, numpy, Arrow for timestamps: see
+        :mod:`~denpex_ml.logs.columnar`): only the lines that are masked or kept become Python
+        strings. The tails of the streams point into the block and are made
         into strings only if the next block does not push them out (:meth:`_flush_tails`)."""
         import numpy as np
 
-        from denpex_ml.logs.columnar import LineTable, byte_lengths, to_ints
+        from denpex_ml.logs.columnar import LineTable, byte_lengths
 
         table = LineTable(raw)
         n = table.n
@@ -209,10 +210,12 @@ class _Builder:
         digit = (head >= 48) & (head <= 57)
         maybe_ts = np.flatnonzero(digit[:, 0] | ((head[:, 0] == 91) & digit[:, 1]))
         if len(maybe_ts):
-            parts = table.extract(_PREFIX_PATTERN, maybe_ts)
-            ts_len[maybe_ts] = byte_lengths(parts["ts"])
-            pre_len[maybe_ts] = byte_lengths(parts["pre"])
-            ranks[maybe_ts] = to_ints(parts["r"], -1)
+            # the timestamp by the RE2 kernel (leftmost-first: what Python's re takes, the rest of
+            # the pattern always matching), then the rank prefix after it as for the other lines
+            ts_found = byte_lengths(table.extract(_TS_PATTERN, maybe_ts)["ts"])
+            ts_len[maybe_ts] = ts_found
+            after = table.window(raw, _WINDOW, maybe_ts, ts_found)
+            _, pre_len[maybe_ts], ranks[maybe_ts] = _rank_prefixes(after)
         if b" NCCL" in raw:
             self._learn_nccl_hosts(raw, masker)
         prefixed = pre_len > 0
@@ -573,7 +576,7 @@ _MIN_FAST_PREFIX = 16 * 1024
 COLUMNAR_MIN_BYTES: int | None = 256 * 1024
 _GLOBAL = -1  # stream codes in the columnar path: ranks are >= 0
 _SKIP = -2
-_PREFIX_PATTERN = r"^(?P<ts>" + _ISO_TS + r")?(?P<pre>\[(?:rank|default)(?P<r>\d{1,6})\]:[ ]?)?"
+_TS_PATTERN = r"^(?P<ts>" + _ISO_TS + r")?"
 _MSG_RANK_HINT_B = rb"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
 _SALIENT_B = SALIENT_PATTERN.encode()
 _NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
