@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,30 @@ def test_the_columnar_path_is_taken_for_large_blocks(tmp_path: Path, monkeypatch
     calls.clear()
     ingest.read_logs(text=line * 10)  # small: line by line, pyarrow not needed
     assert not calls
+
+
+def _timestamp_like(rng: random.Random) -> str:
+    pieces = [
+        rng.choice(["", "[", "[["]),
+        rng.choice(["2024", "202", "20245", "١٢٣٤"]),
+        rng.choice(["-05-01", "-5-01", "-05-01x"]),
+        rng.choice(["T", " ", "_", ""]),
+        rng.choice(["17:04:52", "17:04", "17:04:5x"]),
+        rng.choice(["", ".5", ",123456", "." + "7" * rng.randint(0, 70), ".", ",x"]),
+        rng.choice(["", "Z", "+01:00", "-0130", "+01:", "+1", "+01:0", "-01:00Z"]),
+        rng.choice(["", "]", "]]"]),
+        rng.choice(["", ":", "::"]),
+        rng.choice(["", " ", "\t", " \t ", " " * rng.randint(0, 80), "x"]),
+        rng.choice(["", "[rank3]: ", "[rank3]:x", "[default12]:  y", "[rank1234567]: z", "msg"]),
+    ]
+    return "".join(pieces)
+
+
+def test_timestamps_and_rank_prefixes_read_as_the_line_parser_reads_them() -> None:
+    rng = random.Random(19)
+    lines = [_timestamp_like(rng) for _ in range(4000)]
+    text = "".join(f"{line} error {i}\n" for i, line in enumerate(lines))
+    _assert_same(text)
+    _assert_same(text, retention=TINY, tiny_blocks=True)
+    ascii_only = "".join(f"{line} error {i}\n" for i, line in enumerate(lines) if line.isascii())
+    _assert_same(ascii_only, retention=Retention(head=1, tail=2000, salient=0, per_template=1))

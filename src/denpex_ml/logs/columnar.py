@@ -1,21 +1,22 @@
 """Line tables: a block of UTF-8 lines asked questions all at once, by compiled engines.
 
 The ingestion fast path (:meth:`denpex_ml.logs.ingest._Builder._add_block_columnar`) needs, for
-every line of a block, its offsets, its launcher prefix, and whether the masking gate, the
-salience pattern or a rank hint matches in it. Offsets and ``[rankN]:`` prefixes come from
-numpy over the bytes; regex questions from one RE2 scan of the whole block with a compiled
-pattern kept across blocks (:meth:`LineTable.scan`); ISO timestamps at line starts from Arrow's
-RE2 ``extract_regex`` kernel on the lines that may hold one. No line becomes a Python object
-unless it is masked or kept.
+every line of a block, its offsets, its timestamp and launcher prefix, and whether the masking
+gate, the salience pattern or a rank hint matches in it. Offsets, ISO timestamps and
+``[rankN]:`` prefixes come from numpy over the bytes (a window of each line's first bytes);
+regex questions from one RE2 scan of the whole block with a compiled pattern kept across blocks
+(:meth:`LineTable.scan`). No line becomes a Python object unless it is masked or kept.
 
-A pattern is matched per line here and per block by the reference path; the two agree because
-no pattern asked here can match a newline, and RE2's ``(?m:^)`` and word boundaries see a line
-start inside a block as they see a text start. The equivalence test
+A line is flagged when a match starts in it, as the reference path flags it (one search per
+line from the line's start); no pattern asked here can match a newline, so a match never runs
+into the next line. The equivalence test
 (``tests/logs/test_columnar_equivalence.py``) holds both paths to the same output on every
 fixture and real log.
 
-numpy and pyarrow are imported inside the functions: small inputs never take this path and never
-pay the imports, and pyarrow is loaded only for blocks with timestamped lines.
+numpy is imported inside the functions: small inputs never take this path and never pay the
+import. (Arrow's string kernels were tried: each call compiles its pattern again and costs
+about 1.5 ms per 7,000 lines before matching anything, and importing pyarrow adds 0.3 s and
+35 MB; one warm RE2 scan of the block is as fast and costs neither.)
 """
 
 from __future__ import annotations
@@ -32,10 +33,9 @@ __all__ = ["LineTable"]
 
 
 class LineTable:
-    """The lines of ``raw`` (UTF-8 bytes ending in a newline): their offsets, and on demand an
-    Arrow string array of them without their newlines."""
+    """The lines of ``raw`` (UTF-8 bytes ending in a newline): where each starts and ends."""
 
-    __slots__ = ("_arr", "ends", "n", "raw", "starts")
+    __slots__ = ("ends", "n", "raw", "starts")
 
     def __init__(self, raw: bytes) -> None:
         import numpy as np
@@ -51,23 +51,6 @@ class LineTable:
         self.n = n
         self.starts = starts
         self.ends = ends
-        self._arr: Any = None
-
-    @property
-    def arr(self) -> Any:
-        """The lines as an Arrow ``StringArray`` (built, and pyarrow imported, on first use)."""
-        if self._arr is None:
-            import numpy as np
-            import pyarrow as pa
-
-            n = self.n
-            offsets = np.empty(n + 1, dtype=np.int32)
-            offsets[:n] = self.starts - np.arange(n)  # newlines removed from the data
-            offsets[n] = len(self.raw) - n
-            self._arr = pa.StringArray.from_buffers(
-                n, pa.py_buffer(offsets), pa.py_buffer(self.raw.replace(b"\n", b""))
-            )
-        return self._arr
 
     def scan(self, pattern: bytes, options: Any = None) -> npt.NDArray[np.bool_]:
         """Per line: does the RE2 ``pattern`` match in it. One scan of the whole block by a
@@ -91,17 +74,6 @@ class LineTable:
         if found:
             hit[np.searchsorted(self.ends, np.array(found, dtype=np.int64))] = True
         return hit
-
-    def extract(self, pattern: str, rows: Any = None) -> dict[str, Any]:
-        """Named groups of the first match of ``pattern`` in each line (or in lines ``rows``).
-
-        A line without a match has nulls; a group that did not take part is an empty string.
-        """
-        import pyarrow.compute as pc
-
-        arr = self.arr if rows is None else self.arr.take(_indices(rows))
-        found = pc.extract_regex(arr, pattern)
-        return {f.name: found.field(f.name) for f in found.type}
 
     def window(self, raw: bytes, width: int, rows: Any = None, skip: Any = None) -> npt.NDArray[np.uint8]:
         """The first ``width`` bytes of every line (of lines ``rows``, after their first ``skip``
@@ -132,31 +104,3 @@ def _line_regex(pattern: bytes, options: Any) -> Any:
         whole = b"(?:" + pattern + b")[^\n]*"
         rx = _LINE_REGEXES[key] = re2.compile(whole) if options is None else re2.compile(whole, options=options)
     return rx
-
-
-def _indices(rows: Any) -> Any:
-    """Row numbers as an Arrow array, built on numpy's buffer (``pa.array`` would import pandas to check its input)."""
-    import numpy as np
-    import pyarrow as pa
-
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
-
-
-def _ints(arr: Any) -> npt.NDArray[np.int64]:
-    import numpy as np
-    import pyarrow as pa
-
-    if arr.type != pa.int64():
-        arr = arr.cast(pa.int64())
-    if arr.null_count:
-        arr = arr.fill_null(0)
-    values = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset : arr.offset + len(arr)]
-    return values.copy()  # from the buffer, not to_numpy (which imports pandas)
-
-
-def byte_lengths(arr: Any) -> npt.NDArray[np.int64]:
-    """Byte length of each string (0 for a null)."""
-    import pyarrow.compute as pc
-
-    return _ints(pc.binary_length(arr))

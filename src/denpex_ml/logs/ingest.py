@@ -200,7 +200,7 @@ class _Builder:
         into strings only if the next block does not push them out (:meth:`_flush_tails`)."""
         import numpy as np
 
-        from denpex_ml.logs.columnar import LineTable, byte_lengths
+        from denpex_ml.logs.columnar import LineTable
 
         table = LineTable(raw)
         n = table.n
@@ -212,7 +212,7 @@ class _Builder:
         if len(maybe_ts):
             # the timestamp by the RE2 kernel (leftmost-first: what Python's re takes, the rest of
             # the pattern always matching), then the rank prefix after it as for the other lines
-            ts_found = byte_lengths(table.extract(_TS_PATTERN, maybe_ts)["ts"])
+            ts_found = _iso_timestamps(table.window(raw, _TS_WINDOW, maybe_ts), raw, table.starts[maybe_ts])
             ts_len[maybe_ts] = ts_found
             after = table.window(raw, _WINDOW, maybe_ts, ts_found)
             _, pre_len[maybe_ts], ranks[maybe_ts] = _rank_prefixes(after)
@@ -570,17 +570,91 @@ _NCCL_HOST_SPAN = re2.compile(rb"[A-Za-z0-9][\w.-]*:\d+:\d+ \[\d+\] NCCL")  # th
 #: A block is split into a fast-path head and a general tail only when the head has this many bytes.
 _MIN_FAST_PREFIX = 16 * 1024
 
-#: Fast-path blocks of at least this many bytes go through the columnar engine (Arrow + numpy);
-#: smaller ones line by line (no pyarrow import, no kernel set-up for a few lines). None: never
+#: Fast-path blocks of at least this many bytes go through the columnar engine (RE2 scans + numpy);
+#: smaller ones line by line (no numpy import, no set-up for a few lines). None: never
 #: (the reference path the equivalence test compares against).
 COLUMNAR_MIN_BYTES: int | None = 256 * 1024
 _GLOBAL = -1  # stream codes in the columnar path: ranks are >= 0
 _SKIP = -2
-_TS_PATTERN = r"^(?P<ts>" + _ISO_TS + r")?"
+_TS_AT_START = re.compile(_ISO_TS.encode())
+_TS_WINDOW = 64
 _MSG_RANK_HINT_B = rb"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
 _SALIENT_B = SALIENT_PATTERN.encode()
 _NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
 _WINDOW = 18  # "[default" + 6 digits + "]: " + 1
+
+
+def _iso_timestamps(win: Any, raw: bytes, starts: Any) -> Any:
+    """Length of the ISO timestamp (``_ISO_TS``) at the start of each line, 0 where none, from
+    the first bytes of the lines (``win``). The pattern is read left to right taking every
+    optional part that is there: no later part can match where an optional part could have,
+    so that is what Python's backtracking ``re`` finds too. A line whose fraction or blank run
+    reaches the end of the window is read by ``re`` itself."""
+    import numpy as np
+
+    n, width = win.shape
+    rows = np.arange(n)
+    w = win.astype(np.int64)
+    digit = (w >= 48) & (w <= 57)
+
+    def at(k: Any) -> Any:
+        return w[rows, np.minimum(k, width - 1)]
+
+    def dig(k: Any) -> Any:
+        return digit[rows, np.minimum(k, width - 1)]
+
+    p = (w[:, 0] == 91).astype(np.int64)  # "["
+    ok = np.ones(n, dtype=np.bool_)
+    for k, want in enumerate(b"dddd-dd-ddTdd:dd:dd"):
+        if want == 100:  # "d"
+            ok &= dig(p + k)
+        elif want == 84:  # "T" or " "
+            ok &= (at(p + k) == 84) | (at(p + k) == 32)
+        else:
+            ok &= at(p + k) == want
+    p = p + 19
+    # fraction: [.,] and a run of digits
+    frac = ((at(p) == 46) | (at(p) == 44)) & dig(p + 1)
+    run = np.zeros(n, dtype=np.int64)
+    going = frac.copy()
+    for k in range(1, width):
+        going &= dig(p + k)
+        if not going.any():
+            break
+        run += going
+    p = p + np.where(frac, 1 + run, 0)
+    unsure = frac & (p >= width - 8)
+    # zone: Z, or [+-]dd:?dd
+    sign = (at(p) == 43) | (at(p) == 45)
+    colon = at(p + 3) == 58
+    zone = np.where(
+        at(p) == 90,
+        1,
+        np.where(
+            sign & dig(p + 1) & dig(p + 2) & colon & dig(p + 4) & dig(p + 5),
+            6,
+            np.where(sign & dig(p + 1) & dig(p + 2) & ~colon & dig(p + 3) & dig(p + 4), 5, 0),
+        ),
+    )
+    p = p + zone
+    p = p + (at(p) == 93)  # "]"
+    p = p + (at(p) == 58)  # ":"
+    blank = np.zeros(n, dtype=np.int64)
+    going = np.ones(n, dtype=np.bool_)
+    for k in range(width):
+        c = at(p + k)
+        going &= (c == 32) | (c == 9)
+        if not going.any():
+            break
+        blank += going
+    ok &= blank > 0
+    unsure |= ok & (p + blank >= width - 1)
+    out = np.where(ok, p + blank, 0)
+    for i in np.flatnonzero(unsure).tolist():  # a long fraction or blank run: the pattern itself
+        s = int(starts[i])
+        m = _TS_AT_START.match(raw, s, raw.find(b"\n", s))
+        out[i] = m.end() - s if m else 0
+    return out
 
 
 def _rank_prefixes(head: Any) -> tuple[Any, Any, Any]:
