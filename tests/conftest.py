@@ -23,10 +23,18 @@ def log_fixture() -> callable:  # type: ignore[valid-type]
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small model trained end to end with the hashing encoder (fast, deterministic)."""
+    """A small model trained end to end with the hashing encoder (fast, deterministic), on the
+    repository's real incidents found from this file (the suite runs from any directory)."""
     out = tmp_path_factory.mktemp("models") / "tiny"
     cfg = TrainConfig(
-        per_class_train=4, per_class_val=2, per_class_test=2, cv_folds=2, head_folds=2, encoder="hashing:64", seed=3
+        per_class_train=4,
+        per_class_val=2,
+        per_class_test=2,
+        cv_folds=2,
+        head_folds=2,
+        encoder="hashing:64",
+        seed=3,
+        real_data=str(REPO / "data" / "real" / "*.jsonl"),
     )
     train(cfg, out=out)
     return out

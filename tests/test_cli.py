@@ -16,8 +16,30 @@ REPO = Path(__file__).resolve().parents[1]
 def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == EXIT_OK
     out = capsys.readouterr().out
-    for cmd in ("classify", "ingest", "synth", "taxonomy", "train"):
-        assert cmd in out
+    for cmd in (
+        "classify",
+        "eval",
+        "incidents",
+        "ingest",
+        "mlflow-log",
+        "report",
+        "retrain",
+        "score",
+        "serve",
+        "synth",
+        "taxonomy",
+        "train",
+    ):
+        assert f"    {cmd} " in out or f"    {cmd}\n" in out, cmd
+
+
+def test_incidents_command_is_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``denpex-ml incidents`` as installed (no test-side registration)."""
+    monkeypatch.setenv("DENPEX_INCIDENTS", str(tmp_path / "store"))
+    assert main(["incidents", "list", "--json"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out) == []
 
 
 def test_taxonomy_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,7 +72,7 @@ def test_classify_json_with_a_model(tiny_model_dir: Path, capsys: pytest.Capture
     job = REPO / "data" / "examples" / "jobs" / "cuda-oom"
     assert main(["classify", str(job), "--model", str(tiny_model_dir), "--json"]) == EXIT_OK
     d = json.loads(capsys.readouterr().out)
-    assert d["best_guess"] == "cuda-oom" and d["fix"]
+    assert d["label"] == "cuda-oom" and d["best_guess"] == "cuda-oom" and d["fix"]
 
 
 def test_error_messages_are_masked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import denpex_ml.cli.app
-from denpex_ml.cli import incidents, main
+from denpex_ml.cli import main
 from denpex_ml.cli.console import EXIT_INPUT_ERROR, EXIT_OK, EXIT_USAGE
 from denpex_ml.dataset import load_incidents, to_hf_dataset
 from denpex_ml.errors import (
@@ -150,12 +149,10 @@ def test_every_file_is_masked_with_one_masker(tmp_path: Path, capsys: pytest.Cap
     assert pseudonym is not None and pseudonym.group(1).startswith("node-")
     assert logs["node-a/worker-2.log"].startswith(f"{pseudonym.group(1)}: [rank5]")
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(denpex_ml.cli.app, "COMMANDS", {**denpex_ml.cli.app.COMMANDS, "incidents": incidents})
-        assert main(["incidents", "--store", str(store.path), "list", "--json"]) == EXIT_OK
-        out = capsys.readouterr().out
-        assert main(["incidents", "--store", str(store.path), "show", inc.id]) == EXIT_OK
-        shown = capsys.readouterr().out
+    assert main(["incidents", "--store", str(store.path), "list", "--json"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert main(["incidents", "--store", str(store.path), "show", inc.id]) == EXIT_OK
+    shown = capsys.readouterr().out
     assert json.loads(out)[0]["id"] == inc.id
     assert json.loads(shown) == inc.to_dict()
     for planted in PLANTED:
@@ -343,13 +340,7 @@ def test_concurrent_adds_from_two_processes_all_land(tmp_path: Path) -> None:
     assert not [p for p in Path(store_dir).iterdir() if p.name.endswith(".tmp")]
 
 
-# -- CLI -----------------------------------------------------------------------------------
-@pytest.fixture()
-def cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(denpex_ml.cli.app, "COMMANDS", {**denpex_ml.cli.app.COMMANDS, "incidents": incidents})
-
-
-@pytest.mark.usefixtures("cli")
+# -- CLI (the command as registered by denpex_ml.cli: no test-side registration) ------------
 def test_cli_add_list_relabel_show_export_remove(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -389,7 +380,6 @@ def test_cli_add_list_relabel_show_export_remove(
     assert json.loads(capsys.readouterr().out) == []
 
 
-@pytest.mark.usefixtures("cli")
 def test_cli_errors_and_store_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "a.log"
     log.write_text(OOM_LOG)

@@ -26,7 +26,8 @@ from denpex_ml.synthetic import (
     write_jsonl,
 )
 
-IDS_FILE = Path("/work/shared/taxonomy-ids.md")
+REPO = Path(__file__).resolve().parents[1]
+IDS_FILE = REPO.parent / "shared" / "taxonomy-ids.md"  # the shared folder beside the checkout
 HANG_LABELS = [
     "subset-rank-collective-hang",
     "host-work-timeout",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
-import tarfile
 from pathlib import Path
 
 import pytest
 
+from denpex_ml.batch import discover_jobs
 from denpex_ml.logs import read_logs
 from denpex_ml.synthetic import generate, write_archive
 from denpex_ml.taxonomy import load_taxonomy
@@ -63,12 +64,24 @@ def test_torchrun_lines_land_in_their_rank() -> None:
             assert b.rank(rank).n_lines >= n
 
 
-def test_archive_round_trip(tmp_path: Path) -> None:
+@pytest.mark.parametrize("suffix", [".tar.gz", ".zip"])
+def test_archive_round_trip(tmp_path: Path, suffix: str) -> None:
+    """Written, then read back by the library's own archive reader: one job per incident,
+    every log byte for byte, the incident's metadata, and the initiator's rank in the logs."""
     incs = generate(
         1, seed=2, labels=["cuda-oom", "nccl-network-error"], launchers=["per-rank-files"], include_unknown=False
     )
-    assert write_archive(incs, tmp_path / "jobs.tar.gz") == len(incs)
-    out = tmp_path / "jobs.tar.gz"
-    with tarfile.open(out) as tf:
-        names = tf.getnames()
-    assert any("rank" in n or "worker" in n or "stderr" in n for n in names)
+    out = tmp_path / f"jobs{suffix}"
+    assert write_archive(incs, out) == len(incs) == 2
+    jobs = {j.id: j for j in discover_jobs(out)}
+    assert set(jobs) == {inc["id"] for inc in incs}
+    for inc in incs:
+        job = jobs[inc["id"]]
+        assert job.error is None
+        files: dict[int | str, str] = {name: data.decode("utf-8") for name, data in job.members}
+        info = json.loads(files.pop("incident.json"))
+        assert files == inc["logs"]
+        assert info == {k: v for k, v in inc.items() if k != "logs"}
+        assert info["label"] == inc["label"] and info["initiating_rank"] == inc["initiating_rank"]
+        bundle = read_logs(files)
+        assert inc["initiating_rank"] in bundle.ranks

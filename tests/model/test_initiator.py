@@ -108,3 +108,52 @@ def test_taxonomy_marks_the_main_process_failures() -> None:
     marked = {e.id for e in tax if e.usual_initiator == "main-process"}
     assert {"host-work-timeout", "subset-rank-collective-hang"} <= marked
     assert "cuda-oom" not in marked
+
+
+def test_same_evidence_on_several_ranks_names_the_earliest_timestamp() -> None:
+    # one file per rank (no common order of lines): the timestamps decide, not the file order
+    err = "ModuleNotFoundError: No module named 'flash_attn'\n"
+    logs: dict[int | str, str] = {
+        0: f"2024-05-01T10:00:05Z {err}",
+        1: f"2024-05-01T10:00:01Z {err}",  # earliest, neither first nor last
+        2: f"2024-05-01T10:00:09Z {err}",
+    }
+    b = read_logs(logs)
+    v = find_initiator(b, MATCHER.scan(b.iter_lines()), analyse_structure(b), "missing-module")
+    assert v.rank == 1
+    assert "earliest timestamp" in v.reason
+
+
+def test_the_one_rank_silent_while_every_other_timed_out_failed_first() -> None:
+    text = "[rank2]: step 100 loss 2.0\n" + "".join(wd(r, 58) for r in (0, 1, 3))
+    for label in (None, "subset-rank-collective-hang"):
+        v = verdict(text, label)
+        assert v.rank == 2, label
+        assert "silent while every other rank timed out" in v.reason
+
+
+def test_two_silent_ranks_are_not_a_verdict() -> None:
+    text = "[rank2]: step 100 loss 2.0\n[rank4]: step 100 loss 2.0\n" + "".join(wd(r, 58) for r in (0, 1, 3))
+    assert verdict(text, None).rank is None
+
+
+def test_same_evidence_in_separate_files_without_timestamps_is_not_a_verdict() -> None:
+    err = "ModuleNotFoundError: No module named 'flash_attn'\n"
+    logs: dict[int | str, str] = dict.fromkeys((0, 1, 2), err)
+    b = read_logs(logs)
+    v = find_initiator(b, MATCHER.scan(b.iter_lines()), analyse_structure(b), "missing-module")
+    assert v.rank is None and v.reason == "several ranks look alike; no single first failure"
+    assert v.scores and len(set(v.scores.values())) == 1
+
+
+def test_the_rank_whose_collective_differs_at_the_same_seqnum() -> None:
+    text = wd(0, 58) + wd(1, 58) + wd(2, 58, op="BROADCAST") + wd(3, 58)
+    v = verdict(text, "collective-mismatch")
+    assert v.rank == 2
+    assert "its collective differs from the other ranks' at the same SeqNum" in v.reason
+
+
+def test_a_real_exception_beats_the_ranks_that_only_timed_out() -> None:
+    text = "".join(wd(r, 58) for r in (0, 1, 2)) + "[rank3]: RuntimeError: shape mismatch in layer 7\n"
+    v = verdict(text, "uncaught-exception-crash")
+    assert v.rank == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,8 +38,8 @@ def test_manifest_records_what_users_need(tiny_model_dir: Path) -> None:
 def test_classify_returns_a_complete_diagnosis(tiny_model: DenpexModel) -> None:
     d = classify(text=OOM, model=tiny_model)
     assert isinstance(d, Diagnosis)
-    assert d.best_guess == "cuda-oom"
-    assert 0.0 <= d.confidence <= 1.0
+    assert d.label == "cuda-oom" and d.best_guess == "cuda-oom" and not d.abstained
+    assert d.confidence == d.alternatives[0][1] >= tiny_model.abstain_threshold
     assert d.alternatives[0][0] == "cuda-oom" and len(d.alternatives) >= 3
     assert d.initiating_rank == 1
     assert any("CUDA out of memory" in ev.text for ev in d.evidence)
@@ -121,14 +122,39 @@ def test_missing_model_dir(tmp_path: Path) -> None:
         load_model(tmp_path)
 
 
-def test_npz_is_loaded_without_pickle(tiny_model_dir: Path, tmp_path: Path) -> None:
-    bad = tmp_path / "pickled"
-    shutil.copytree(tiny_model_dir, bad)
-    np.savez(bad / "head.npz", evil=np.array([object()], dtype=object))
-    mf = json.loads((bad / "manifest.json").read_text())
+def _pickled_copy(model_dir: Path, dest: Path) -> Path:
+    """``model_dir`` copied with one head array (``temperature``) stored as Python objects
+    (a pickle) and the manifest's checksum updated: the only thing wrong with it is the pickle."""
     from denpex_ml.model.persistence import sha256_file
 
-    mf["files"]["head.npz"] = sha256_file(bad / "head.npz")
-    (bad / "manifest.json").write_text(json.dumps(mf))
-    with pytest.raises(ModelError):
+    shutil.copytree(model_dir, dest)
+    with np.load(model_dir / "head.npz") as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays["temperature"] = np.array([float(arrays["temperature"][0])], dtype=object)
+    np.savez(dest / "head.npz", **arrays)
+    mf = json.loads((dest / "manifest.json").read_text())
+    mf["files"]["head.npz"] = sha256_file(dest / "head.npz")
+    (dest / "manifest.json").write_text(json.dumps(mf))
+    return dest
+
+
+def test_npz_is_loaded_without_pickle(tiny_model_dir: Path, tmp_path: Path) -> None:
+    bad = _pickled_copy(tiny_model_dir, tmp_path / "pickled")
+    with pytest.raises(ModelError, match=r"array temperature holds Python objects \(a pickle\); refused"):
         load_model(bad)
+
+
+def test_arrays_are_read_with_pickle_disabled(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second line of defence: even past the header check, numpy may not unpickle."""
+    calls: list[object] = []
+    real_load = np.load
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("allow_pickle", False))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(np, "load", spy)
+    load_model(tiny_model_dir)
+    assert calls and all(allowed is False for allowed in calls)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +18,7 @@ from denpex_ml.incidents import IncidentStore
 from denpex_ml.model.core import load_model
 from denpex_ml.training import TrainConfig, retrain, train
 from denpex_ml.training.cache import FeatureStore
-from denpex_ml.training.retraining import GateReport, _class_rows
+from denpex_ml.training.retraining import GateReport, _class_rows, compare_models
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +121,12 @@ def test_gate_failure_exits_4_and_names_the_regressions(
         "--promote-to",
         str(tmp_path / "active"),
     ]
-    assert main(args) == EXIT_GATE_FAILED  # default tolerances, a promotion asked for
+    holdout = _oom_incidents(tmp_path / "holdout.jsonl", n=6)  # correctly labelled
+    assert main([*args, "--holdout", str(holdout)]) == EXIT_GATE_FAILED  # default tolerances, a promotion asked for
     gate = json.loads((tmp_path / "cand" / "gate.json").read_text())
     assert gate["regressions"] and not gate["passed"] and not (tmp_path / "active").exists()
+    # the held-out OOM logs, correctly labelled, expose the candidate's mislabelled lesson
+    assert any(r.startswith("holdout: class cuda-oom F1 ") for r in gate["regressions"]), gate["regressions"]
     assert "Regressions" in (tmp_path / "cand" / "gate.md").read_text()
     out, err = capsys.readouterr()
     assert "Regressions" in out and "NOT promoted" in err
@@ -165,3 +170,55 @@ def test_bad_arguments_are_typed_errors(base_dir: Path, tmp_path: Path) -> None:
         retrain(base_dir, [tmp_path / "missing.jsonl"], out=tmp_path / "x", track=False)
     with pytest.raises(InvalidInputError, match="differ"):
         retrain(base_dir, [_oom_incidents(tmp_path / "i.jsonl")], out=base_dir, track=False)
+
+
+def _with_real_figures(model_dir: Path, dest: Path, macro_f1: float, class_f1: float) -> Path:
+    """A copy of ``model_dir`` whose manifest records grouped-CV figures on real incidents (as
+    a training run with ``real_data`` writes them), with its per-class table."""
+    shutil.copytree(model_dir, dest)
+    real = dest.parent / "real.jsonl"
+    if not real.exists():
+        _oom_incidents(real)
+    mf = json.loads((dest / "manifest.json").read_text())
+    mf["config"]["real_data"] = str(real)
+    mf["metrics"].update({"real/macro_f1": macro_f1, "real/top1": macro_f1 + 0.05, "real/n": 40.0})
+    (dest / "manifest.json").write_text(json.dumps(mf))
+    per_class: dict[str, Any] = {}
+    if (dest / "per_class.json").exists():
+        per_class = json.loads((dest / "per_class.json").read_text())
+    per_class["real"] = [
+        {"label": "cuda-oom", "precision": class_f1, "recall": class_f1, "f1": class_f1, "support": 20},
+        {"label": "host-oom", "precision": 0.9, "recall": 0.9, "f1": 0.9, "support": 20},
+    ]
+    (dest / "per_class.json").write_text(json.dumps(per_class))
+    return dest
+
+
+def test_gate_compares_real_incidents_recorded_at_training(base_dir: Path, tmp_path: Path) -> None:
+    base = _with_real_figures(base_dir, tmp_path / "base", macro_f1=0.8, class_f1=0.9)
+    same = _with_real_figures(base_dir, tmp_path / "same", macro_f1=0.8, class_f1=0.9)
+    worse = _with_real_figures(base_dir, tmp_path / "worse", macro_f1=0.7, class_f1=0.6)
+
+    ok = compare_models(base, same)
+    assert ok.passed, ok.regressions
+    assert {(r["set"], r["figure"]) for r in ok.overall} >= {("real_cv", "macro_f1"), ("real_cv", "top1")}
+
+    bad = compare_models(base, worse)
+    assert not bad.passed
+    assert any(r.startswith("real_cv: macro_f1 0.800 -> 0.700") for r in bad.regressions), bad.regressions
+    assert any(r.startswith("real_cv: class cuda-oom F1 0.900 -> 0.600") for r in bad.regressions)
+    assert bad.regressed_classes == ["cuda-oom"]
+    # everything else is identical: the real incidents are the only reason it fails
+    assert all(r.startswith("real_cv: ") for r in bad.regressions)
+
+
+def test_gate_scores_holdout_incidents_with_both_models(base_dir: Path, tmp_path: Path) -> None:
+    cand = tmp_path / "cand"
+    shutil.copytree(base_dir, cand)
+    holdout = _oom_incidents(tmp_path / "holdout.jsonl", n=6)
+    report = compare_models(base_dir, cand, holdout=[holdout])
+    assert report.passed
+    rows = {r["label"]: r for r in report.per_class["holdout"]}
+    assert rows["cuda-oom"]["support"] == 6 and rows["cuda-oom"]["delta"] == 0.0
+    assert {r["figure"] for r in report.overall if r["set"] == "holdout"} == {"macro_f1", "top1"}
+    assert "holdout" not in compare_models(base_dir, cand).per_class

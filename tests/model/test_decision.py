@@ -1,0 +1,120 @@
+"""The decision a diagnosis reports, given the model's probabilities.
+
+The probabilities are fixed here (the model's public ``predict_proba`` is replaced on one
+loaded instance), so each rule of the decision is checked on its own with exact figures:
+answer above the abstention threshold; ``unknown`` below it, with the confidence that the
+answer is *not* the best entry (``1 - p(best)``); a hang below the threshold answered when its
+family together is likely; ``no-failure`` or ``unknown`` when the log shows no failure
+evidence at all, whatever the best failure entry's probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pytest
+
+from denpex_ml.errors import ModelError
+from denpex_ml.model.core import DenpexModel, load_model
+from denpex_ml.model.featurize import JobAnalysis
+
+OOM = "[rank0]: step 10 loss 2.0\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+HEALTHY = "hello world\njust a line\nstep 10 loss 2.31\n"
+WATCHDOG = "".join(
+    f"[rank{r}]:[E1201 10:00:00.0 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+    f"timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600042 "
+    "milliseconds before timing out.\n"
+    for r in range(4)
+)
+
+
+@pytest.fixture()
+def model(request: pytest.FixtureRequest) -> DenpexModel:
+    """A private instance of the shipped model (loads in seconds; the suite's tiny model when the
+    shipped one cannot be loaded): its ``predict_proba`` is replaced below, and its abstention
+    threshold set to 0.5 so that the figures below read plainly."""
+    try:
+        m = load_model()
+    except ModelError:
+        m = load_model(request.getfixturevalue("tiny_model_dir"))
+    m.abstain_threshold = 0.5
+    return m
+
+
+def _fix_proba(model: DenpexModel, monkeypatch: pytest.MonkeyPatch, **mass: float) -> np.ndarray:
+    """Make ``model`` score every job with ``mass`` (label -> probability) and the rest of the
+    probability spread evenly over the other entries."""
+    labels = model.labels
+    p = np.zeros(len(labels))
+    for label, v in mass.items():
+        p[labels.index(label.replace("_", "-"))] = v
+    rest = [i for i, lab in enumerate(labels) if lab.replace("-", "_") not in mass]
+    p[rest] = (1.0 - sum(mass.values())) / len(rest)
+    assert p.max() == max(mass.values())  # the entries given are the likeliest
+
+    def predict_proba(analyses: Iterable[JobAnalysis]) -> np.ndarray:
+        return np.stack([p for _ in analyses])
+
+    monkeypatch.setattr(model, "predict_proba", predict_proba)
+    return p
+
+
+def test_above_the_threshold_the_best_entry_is_the_answer(model: DenpexModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fix_proba(model, monkeypatch, cuda_oom=0.6)
+    d = model.classify(text=OOM)
+    assert d.label == "cuda-oom" and not d.abstained
+    assert d.confidence == pytest.approx(0.6)
+    assert d.initiating_rank == 1
+
+
+def test_below_the_threshold_unknown_with_the_mass_not_on_the_best_entry(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fix_proba(model, monkeypatch, cuda_oom=0.4)
+    d = model.classify(text=OOM)
+    assert d.label == "unknown" and d.abstained
+    assert d.confidence == pytest.approx(0.6)  # 1 - p(best)
+    assert d.best_guess == "cuda-oom"
+
+
+def test_a_hang_below_the_threshold_is_answered_when_its_family_is_likely(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert model.family_threshold <= 0.6
+    _fix_proba(model, monkeypatch, subset_rank_collective_hang=0.4, host_work_timeout=0.2)
+    d = model.classify(text=WATCHDOG)
+    assert d.label == "subset-rank-collective-hang" and d.confidence == pytest.approx(0.4)
+
+
+def test_the_same_split_over_crash_entries_is_unknown(model: DenpexModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fix_proba(model, monkeypatch, cuda_oom=0.4, host_oom=0.2)
+    assert model.classify(text=OOM).label == "unknown"
+
+
+def test_no_failure_evidence_is_unknown_even_when_a_failure_entry_is_likely(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a confident failure score on a log without a single error line is not an answer
+    _fix_proba(model, monkeypatch, cuda_oom=0.9, no_failure=0.02)
+    d = model.classify(text=HEALTHY)
+    assert d.label == "unknown" and d.abstained
+    assert d.confidence == pytest.approx(0.1)
+    assert d.best_guess == "cuda-oom" and d.initiating_rank is None
+
+
+def test_no_failure_evidence_and_no_failure_likelier_than_any_failure(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fix_proba(model, monkeypatch, no_failure=0.3, cuda_oom=0.2)
+    d = model.classify(text=HEALTHY)
+    assert d.label == "no-failure" and d.no_failure
+    assert d.confidence == pytest.approx(0.3 / 0.5)  # its share against the best failure entry
+
+
+def test_with_failure_evidence_a_likely_no_failure_does_not_hide_the_failure(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fix_proba(model, monkeypatch, cuda_oom=0.6)
+    assert model.classify(text=OOM).label == "cuda-oom"
+    assert model.classify(text=HEALTHY).label == "unknown"  # same scores, no evidence
