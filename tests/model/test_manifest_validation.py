@@ -33,7 +33,7 @@ Mutation = Callable[[Path, dict[str, Any]], None]
 def model_copy(tmp_path: Path) -> Path:
     out = tmp_path / "model"
     out.mkdir()
-    for name in ("manifest.json", "head.npz"):
+    for name in ("manifest.json", "head.npz", "taxonomy.json"):
         shutil.copy(DEFAULT / name, out / name)
     return out
 
