@@ -222,3 +222,34 @@ def test_gate_scores_holdout_incidents_with_both_models(base_dir: Path, tmp_path
     assert rows["cuda-oom"]["support"] == 6 and rows["cuda-oom"]["delta"] == 0.0
     assert {r["figure"] for r in report.overall if r["set"] == "holdout"} == {"macro_f1", "top1"}
     assert "holdout" not in compare_models(base_dir, cand).per_class
+
+
+def test_a_class_without_fingerprints_is_learned_from_incidents_and_its_model_loads_alone(
+    base_dir: Path, tmp_path: Path
+) -> None:
+    import yaml
+
+    from denpex_ml.taxonomy import load_taxonomy
+
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "new_class" / "taxonomy" / "hf-hub-rate-limit.yaml"
+    entry = yaml.safe_load(src.read_text(encoding="utf-8"))
+    entry.pop("fingerprints")  # a user with labelled incidents and no regex
+    tax = tmp_path / "my-taxonomy"
+    tax.mkdir()
+    (tax / "hf-hub-rate-limit.yaml").write_text(yaml.safe_dump(entry), encoding="utf-8")
+    assert load_taxonomy([tax]).get("hf-hub-rate-limit").fingerprints == []
+    inc = tmp_path / "inc.jsonl"
+    with inc.open("w", encoding="utf-8") as fh:
+        for i in range(6):
+            log = (
+                f"[rank{i}]: huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: "
+                f"https://huggingface.co/org/model-{i}/resolve/main/config.json\n[rank0]: step {i}\n"
+            )
+            fh.write(json.dumps({"id": f"h{i}", "label": "hf-hub-rate-limit", "log": log, "source": f"local:h{i}"}))
+            fh.write("\n")
+    result = retrain(
+        base_dir, [inc], out=tmp_path / "v2", taxonomy_dirs=[tax], track=False, tolerance=0.5, class_tolerance=0.9
+    )
+    model = load_model(result.model_dir)  # the directory alone: it carries its taxonomy
+    assert "hf-hub-rate-limit" in model.labels
+    assert model.taxonomy.get("hf-hub-rate-limit").fingerprints == []

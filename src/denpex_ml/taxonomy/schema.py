@@ -161,10 +161,12 @@ class Entry(_Strict):
     def _complete_unless_unknown(self) -> Entry:
         if self.id == UNKNOWN_ID:
             return self
-        missing = [name for name in ("symptoms", "fingerprints", "fix", "confirm") if not getattr(self, name)]
+        missing = [name for name in ("symptoms", "fix", "confirm") if not getattr(self, name)]
         if missing:
             raise ValueError(f"entry {self.id!r} needs at least one item in: {', '.join(missing)}")
-        if not any(fp.role is FingerprintRole.ROOT_CAUSE for fp in self.fingerprints):
+        # fingerprints are optional: a class can be learned from labelled incidents alone (the
+        # line bank, retrieval and the classifier); when given, one must name the root cause
+        if self.fingerprints and not any(fp.role is FingerprintRole.ROOT_CAUSE for fp in self.fingerprints):
             raise ValueError(f"entry {self.id!r} needs at least one fingerprint with role 'root-cause'")
         if any(r.id == self.id for r in self.related):
             raise ValueError(f"entry {self.id!r} lists itself as related")
