@@ -7,9 +7,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from denpex_ml.batch.jobs import Batch, BatchLimits, Job, JobPattern, discover_jobs
 from denpex_ml.batch.results import FORMATS, JobResult, ResultSink, read_results
-from denpex_ml.batch.score import ENGINES, ModelSpec, score_archive, score_job, score_jobs
+
+if TYPE_CHECKING:
+    from denpex_ml.batch.score import ENGINES, ModelSpec, score_archive, score_job, score_jobs
+
+#: names served lazily from :mod:`denpex_ml.batch.score` (it imports the model and scikit-learn;
+#: reading or reporting results must not pay for that)
+_FROM_SCORE = ("ENGINES", "ModelSpec", "score_archive", "score_job", "score_jobs")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_SCORE:
+        from denpex_ml.batch import score
+
+        return getattr(score, name)
+    raise AttributeError(f"module 'denpex_ml.batch' has no attribute {name!r}")
+
 
 __all__ = [
     "ENGINES",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,8 +70,26 @@ def _shallow(result: JobResult) -> dict[str, Any]:
     return {k: getattr(result, k) for k in COLUMNS}
 
 
+def _json_loader() -> Callable[[bytes], Any]:
+    """orjson's parser (the report extra installs it; ~3x faster on a 100k-row archive), else
+    the standard library's. Both raise ValueError subclasses on malformed input."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - the report extra brings it
+        return json.loads
+
+    def loads(raw: bytes) -> Any:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:  # e.g. a lone surrogate escape (a name that is not UTF-8)
+            return json.loads(raw)
+
+    return loads
+
+
 def _raw_rows(path: Path, fmt: str) -> Iterator[dict[str, Any] | None]:
     if fmt == "jsonl":
+        loads = _json_loader()
         with path.open("rb") as fh:
             for raw in fh:
                 if not raw.strip():
@@ -80,7 +98,7 @@ def _raw_rows(path: Path, fmt: str) -> Iterator[dict[str, Any] | None]:
                     yield None
                     continue
                 try:
-                    yield json.loads(raw)
+                    yield loads(raw)
                 except (ValueError, RecursionError):
                     yield None
     elif fmt == "csv":
