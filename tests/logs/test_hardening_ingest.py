@@ -607,3 +607,21 @@ def test_a_path_too_long_for_the_file_system_is_log_not_found() -> None:
     with pytest.raises(errors.LogNotFoundError) as info:
         denpex_ml.read_logs("x" * 5000)
     assert info.value.errno is not None
+
+
+def test_launcher_lines_in_a_file_named_for_a_rank_belong_to_no_rank(tmp_path: Path) -> None:
+    log = tmp_path / "job-rank5.log"
+    log.write_text(
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4100 closing signal SIGTERM\n"
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 3 (pid: 4103) of "
+        "binary: /usr/bin/python3\n"
+        "[2026-01-01 10:00:00,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4103\n"
+        "step 4 loss 0.9\n",
+        encoding="utf-8",
+    )
+    b = denpex_ml.read_logs(log)
+    assert [ln.text for ln in b.streams[5].lines] == ["step 4 loss 0.9"]  # the file's own rank keeps its lines
+    glob = [ln.text for ln in b.streams["global"].lines]
+    assert len(glob) == 3 and all("elastic" in t or "launch.py" in t for t in glob)
+    assert b.streams[5].n_lines == 1 and b.streams["global"].n_lines == 3

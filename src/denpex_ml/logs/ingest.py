@@ -492,6 +492,35 @@ class _Builder:
             st.offer_salient(item, self.ret.salient * (4 if key == GLOBAL_STREAM else 1), self.ret.per_template)
         st.tail.append(item)
 
+    def _launcher_lines_to_global(self) -> None:
+        """The launcher's own lines (torchelastic's agent, DeepSpeed's launcher, srun) belong to no
+        rank: a combined log whose file name names a rank (``job-rank5.log``) must not give them to
+        that rank. Workers never print them, so kept lines of a rank stream that match move to
+        the global stream."""
+        for key in [k for k in self.streams if isinstance(k, int)]:
+            st = self.streams[key]
+            moved = 0
+            parts = []
+            for items in (st.head, st.salient, st.tail):
+                go = [it for it in items if _AGENT_LINE.search(it[2])]
+                if go:
+                    stay = [it for it in items if not _AGENT_LINE.search(it[2])]
+                    items.clear()
+                    items.extend(stay)
+                parts.append(go)
+                moved += len(go)
+            if not moved:
+                continue
+            dst = self._stream(GLOBAL_STREAM)
+            dst.head.extend(parts[0])
+            dst.salient.extend(parts[1])
+            dst.tail.extend(parts[2])
+            n_sal = sum(1 for part in parts for it in part if it[4])
+            st.n_lines -= moved
+            st.n_salient -= min(n_sal, st.n_salient)
+            dst.n_lines += moved
+            dst.n_salient += n_sal
+
     def finish(self, masker: Masker) -> LogBundle:
         self._flush_tails()
         # NCCL debug lines from a single host, with no rank stated anywhere: the local rank
@@ -513,6 +542,7 @@ class _Builder:
             dst.n_lines += src.n_lines
             dst.n_salient += src.n_salient
             dst.hosts |= src.hosts
+        self._launcher_lines_to_global()
         bundle = self.bundle
         names = {raw: masker.mask(raw) for raw in bundle.sources}  # member names can hold hosts/users
         bundle.sources = [names[raw] for raw in bundle.sources]
@@ -541,6 +571,13 @@ class _Builder:
         bundle.masked = dict(masker.counts)
         bundle.n_hosts = masker.n_hosts
         return bundle
+
+
+#: lines printed by a launcher about its workers, never by a worker (see ``_launcher_lines_to_global``)
+_AGENT_LINE = re.compile(
+    r"torch\.distributed\.elastic\.|Root Cause \(first observed failure\)|ChildFailedError|"
+    r"\[launch\.py:\d+:\w+\]|deepspeed\.launcher\.launch|^srun: error:"
+)
 
 
 _PROBE = re.compile(
