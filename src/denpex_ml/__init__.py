@@ -11,7 +11,6 @@ but not promised to stay.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from denpex_ml.errors import (
@@ -29,11 +28,10 @@ from denpex_ml.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from denpex_ml.batch.results import JobResult
+    from denpex_ml.batch.score import score_archive
     from denpex_ml.logs import IngestLimits, LogSource
-    from denpex_ml.model.core import DenpexModel
+    from denpex_ml.model.core import DenpexModel, load_model
     from denpex_ml.model.diagnosis import Diagnosis, Evidence
 
 from denpex_ml._version import __version__
@@ -92,24 +90,18 @@ def classify(
     return (model or default_model()).classify(source, text=text, limits=limits)
 
 
-def load_model(path: str | os.PathLike[str] | None = None, **kwargs: object) -> DenpexModel:
-    """Load a model directory (default: the shipped model); see :meth:`DenpexModel.load`."""
-    from denpex_ml.model.core import load_model as _load
-
-    return _load(path, **kwargs)  # type: ignore[arg-type]
-
-
-def score_archive(path: str | os.PathLike[str], **kwargs: object) -> Iterator[JobResult]:
-    """Score every job of a directory or archive of failed jobs, one :class:`JobResult` per job
-    (error rows included); see :func:`denpex_ml.batch.score.score_archive` for the options
-    (``workers``, ``engine="ray"``, ``job_pattern``, ``skip`` ...)."""
-    from denpex_ml.batch.score import score_archive as _score
-
-    return _score(path, **kwargs)  # type: ignore[arg-type]
-
-
 def __getattr__(name: str) -> object:
     # Lazy re-exports: importing denpex_ml stays cheap (no numpy/sklearn/model at import).
+    # load_model and score_archive are the functions themselves (full signatures for editors
+    # and type checkers; see the TYPE_CHECKING imports above).
+    if name == "load_model":
+        from denpex_ml.model.core import load_model
+
+        return load_model
+    if name == "score_archive":
+        from denpex_ml.batch.score import score_archive
+
+        return score_archive
     if name in ("Diagnosis", "Evidence"):
         from denpex_ml.model import diagnosis
 

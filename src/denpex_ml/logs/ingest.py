@@ -824,10 +824,6 @@ def _nccl_hosts(data: bytes) -> set[bytes]:
     return found
 
 
-def _fast_path_ok(raw: bytes) -> bool:
-    return _NOT_FAST_B.search(raw) is None
-
-
 def _probe_formats(block: str) -> bool:
     """Cheap block-level test: could any line of the block carry a launcher prefix?"""
     return _PROBE.search(block) is not None

@@ -38,10 +38,6 @@ class JobAnalysis:
     fingerprint_features: np.ndarray  #: per class: 4 fingerprint role columns + line-bank similarity
     embedding: np.ndarray  #: pooled job embedding (all lines ++ error lines), L2-normalised halves
 
-    @property
-    def retrieval_key(self) -> np.ndarray:
-        return self.embedding
-
 
 def _flight_recorder(bundle: LogBundle) -> object | None:
     """Cross-rank findings of the job's Flight Recorder dumps, when it had any."""

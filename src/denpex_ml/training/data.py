@@ -9,7 +9,7 @@ from typing import Any
 from denpex_ml.dataset import Incident, load_incidents
 from denpex_ml.logs import LogBundle, read_logs
 from denpex_ml.synthetic import HELD_OUT_LAUNCHERS, HELD_OUT_MSG_VERSIONS, make_splits
-from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy
+from denpex_ml.taxonomy import Taxonomy
 
 __all__ = ["Example", "build_data", "incident_bundle"]
 
@@ -75,6 +75,3 @@ def build_data(
     out["user"] = [example_from_incident(i, "user") for i in load_incidents(extra, labels=labels)] if extra else []
     return out
 
-
-def known(examples: Iterable[Example]) -> list[Example]:
-    return [e for e in examples if e.label != UNKNOWN_ID]
