@@ -21,15 +21,19 @@ about 1.5 ms per 7,000 lines before matching anything, and importing pyarrow add
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import re2
+
+from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr
+from denpex_ml.logs.timestamps import ISO_TS_PREFIX
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["LineTable"]
+__all__ = ["SPACE_OR_HIGH", "TRUNCATION_MARK_B", "Block", "LineTable", "iso_timestamps", "rank_prefixes"]
 
 
 class LineTable:
@@ -104,3 +108,183 @@ def _line_regex(pattern: bytes, options: Any) -> Any:
         whole = b"(?:" + pattern + b")[^\n]*"
         rx = _LINE_REGEXES[key] = re2.compile(whole) if options is None else re2.compile(whole, options=options)
     return rx
+
+
+_TS_AT_START = re.compile(ISO_TS_PREFIX.encode())
+
+
+def iso_timestamps(win: Any, raw: bytes, starts: Any) -> Any:
+    """Length of the ISO timestamp (``ISO_TS_PREFIX``) at the start of each line, 0 where none, from
+    the first bytes of the lines (``win``). The pattern is read left to right taking every
+    optional part that is there: no later part can match where an optional part could have,
+    so that is what Python's backtracking ``re`` finds too. A line whose fraction or blank run
+    reaches the end of the window is read by ``re`` itself."""
+    import numpy as np
+
+    n, width = win.shape
+    rows = np.arange(n)
+    w = win.astype(np.int64)
+    digit = (w >= 48) & (w <= 57)
+
+    def at(k: Any) -> Any:
+        return w[rows, np.minimum(k, width - 1)]
+
+    def dig(k: Any) -> Any:
+        return digit[rows, np.minimum(k, width - 1)]
+
+    p = (w[:, 0] == 91).astype(np.int64)  # "["
+    ok = np.ones(n, dtype=np.bool_)
+    for k, want in enumerate(b"dddd-dd-ddTdd:dd:dd"):
+        if want == 100:  # "d"
+            ok &= dig(p + k)
+        elif want == 84:  # "T" or " "
+            ok &= (at(p + k) == 84) | (at(p + k) == 32)
+        else:
+            ok &= at(p + k) == want
+    p = p + 19
+    # fraction: [.,] and a run of digits
+    frac = ((at(p) == 46) | (at(p) == 44)) & dig(p + 1)
+    run = np.zeros(n, dtype=np.int64)
+    going = frac.copy()
+    for k in range(1, width):
+        going &= dig(p + k)
+        if not going.any():
+            break
+        run += going
+    p = p + np.where(frac, 1 + run, 0)
+    unsure = frac & (p >= width - 8)
+    # zone: Z, or [+-]dd:?dd
+    sign = (at(p) == 43) | (at(p) == 45)
+    colon = at(p + 3) == 58
+    zone = np.where(
+        at(p) == 90,
+        1,
+        np.where(
+            sign & dig(p + 1) & dig(p + 2) & colon & dig(p + 4) & dig(p + 5),
+            6,
+            np.where(sign & dig(p + 1) & dig(p + 2) & ~colon & dig(p + 3) & dig(p + 4), 5, 0),
+        ),
+    )
+    p = p + zone
+    p = p + (at(p) == 93)  # "]"
+    p = p + (at(p) == 58)  # ":"
+    blank = np.zeros(n, dtype=np.int64)
+    going = np.ones(n, dtype=np.bool_)
+    for k in range(width):
+        c = at(p + k)
+        going &= (c == 32) | (c == 9)
+        if not going.any():
+            break
+        blank += going
+    ok &= blank > 0
+    unsure |= ok & (p + blank >= width - 1)
+    out = np.where(ok, p + blank, 0)
+    for i in np.flatnonzero(unsure).tolist():  # a long fraction or blank run: the pattern itself
+        s = int(starts[i])
+        m = _TS_AT_START.match(raw, s, raw.find(b"\n", s))
+        out[i] = m.end() - s if m else 0
+    return out
+
+
+def rank_prefixes(head: Any) -> tuple[Any, Any, Any]:
+    """``[rankN]:`` / ``[defaultN]:`` (then one optional space) at the start of each line, from
+    the first bytes of the lines: (timestamp length: zeros, prefix length, rank or -1)."""
+    import numpy as np
+
+    n = len(head)
+    pre = np.zeros(n, dtype=np.int64)
+    ranks = np.full(n, -1, dtype=np.int64)
+    for word in (b"[rank", b"[default"):
+        off = len(word)
+        rows = np.flatnonzero((head[:, :off] == np.frombuffer(word, dtype=np.uint8)).all(axis=1))
+        if not len(rows):
+            continue
+        h = head[rows, off : off + 10].astype(np.int64)  # up to 7 digits, "]", ":", " "
+        digit = (h >= 48) & (h <= 57)
+        run = np.cumprod(digit[:, :7], axis=1).sum(axis=1)  # leading digits
+        at = np.arange(len(rows))
+        close = np.minimum(run, 7)
+        ok = (run >= 1) & (run <= 6) & (h[at, close] == 93) & (h[at, np.minimum(close + 1, 9)] == 58)
+        value = np.zeros(len(rows), dtype=np.int64)
+        for k in range(6):
+            value = np.where(k < run, value * 10 + (h[:, k] - 48), value)
+        space = h[at, np.minimum(close + 2, 9)] == 32
+        pre[rows] = np.where(ok, off + run + 2 + space, 0)
+        ranks[rows] = np.where(ok, value, -1)
+    return np.zeros(n, dtype=np.int64), pre, ranks
+
+
+TRUNCATION_MARK_B = TRUNCATION_MARK.encode()
+#: first bytes of a line that may be blank (str.isspace): ASCII white space, or a non-ASCII character
+SPACE_OR_HIGH = bytes([9, 10, 11, 12, 13, 28, 29, 30, 31, 32, *range(128, 256)])
+
+
+class Block:
+    """A columnar block's bytes and line table, kept while stream tails point into it."""
+
+    __slots__ = ("ends", "lineno", "pre_len", "raw", "salient", "source", "starts", "texts", "ts_len")
+
+    def __init__(self, raw: bytes, starts: Any, ends: Any, ts_len: Any, pre_len: Any, source: str, lineno: int) -> None:
+        self.raw = raw
+        self.starts = starts
+        self.ends = ends
+        self.ts_len = ts_len
+        self.pre_len = pre_len
+        self.source = source
+        self.lineno = lineno
+        self.texts: dict[int, str] = {}  # masked lines (before carriage returns are collapsed)
+        self.salient: Any = None
+
+    def raw_line(self, i: int) -> str:
+        return self.raw[int(self.starts[i]) : int(self.ends[i])].decode("utf-8", "replace")
+
+    def rest(self, i: int) -> str:
+        """The line after its timestamp and rank prefix."""
+        cut = int(self.starts[i] + self.ts_len[i] + self.pre_len[i])
+        return self.raw[cut : int(self.ends[i])].decode("utf-8", "replace")
+
+    def joined(self, idx: list[int]) -> bytes:
+        """The lines without their rank prefix (a timestamp before it stays), unmasked, as UTF-8
+        joined by newlines."""
+        raw = self.raw
+        s = self.starts[idx].tolist()
+        e = self.ends[idx].tolist()
+        t = self.ts_len[idx].tolist()
+        p = self.pre_len[idx].tolist()
+        return b"\n".join(
+            [
+                raw[a:b] if not pl else raw[a : a + tl] + raw[a + tl + pl : b]
+                for a, b, tl, pl in zip(s, e, t, p, strict=True)
+            ]
+        )
+
+    def raw_texts(self, idx: list[int]) -> list[str]:
+        """The lines without their rank prefix (a timestamp before it stays), unmasked."""
+        if not idx:
+            return []
+        return self.joined(idx).decode("utf-8", "replace").split("\n")  # no line holds a newline
+
+    def text(self, i: int) -> str:
+        text = self.texts.get(i)
+        if text is None:
+            text = self.raw_texts([i])[0]
+        return collapse_cr(text) if "\r" in text else text
+
+    def items(self, idx: list[int]) -> list[tuple[str, int, str, str | None, bool]]:
+        """Retention items of lines ``idx``: (source, line number, text, host, salient)."""
+        if not idx:
+            return []
+        texts = self.texts
+        it = iter(self.raw_texts([i for i in idx if i not in texts]) if texts else self.raw_texts(idx))
+        sal = self.salient[idx].tolist()
+        base = self.lineno + 1
+        src = self.source
+        out: list[tuple[str, int, str, str | None, bool]] = []
+        for i, s in zip(idx, sal, strict=True):
+            text = texts.get(i)
+            if text is None:
+                text = next(it)
+            if "\r" in text:
+                text = collapse_cr(text)
+            out.append((src, base + i, text, None, s))
+        return out
