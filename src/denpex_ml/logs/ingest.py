@@ -504,9 +504,11 @@ class _Builder:
             moved = 0
             parts = []
             for items in (st.head, st.salient, st.tail):
-                go = [it for it in items if _AGENT_LINE.search(it[2])]
+                go: list[tuple[str, int, str, str | None, bool]] = []
+                stay: list[tuple[str, int, str, str | None, bool]] = []
+                for it in items:
+                    (go if _AGENT_LINE.search(it[2]) else stay).append(it)
                 if go:
-                    stay = [it for it in items if not _AGENT_LINE.search(it[2])]
                     items.clear()
                     items.extend(stay)
                 parts.append(go)
