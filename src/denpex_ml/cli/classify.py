@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from denpex_ml.cli.console import EXIT_OK, usage_error
+from denpex_ml.cli.console import EXIT_OK, add_model_args, usage_error
 
 if TYPE_CHECKING:
     from denpex_ml.cli.console import SubParsers
@@ -19,14 +19,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: SubParsers, name: str = "classify") -> None:
     p = sub.add_parser(name, help="diagnose one failed job: failure class, confidence, first failing rank, fix")
     p.add_argument("path", nargs="?", help="log file (.gz ok), directory of per-rank logs, or archive; '-' reads stdin")
-    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
-    p.add_argument(
-        "--taxonomy",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="extra taxonomy directory the model was trained with",
-    )
+    add_model_args(p)
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument(
         "--reveal-hosts",

@@ -33,6 +33,7 @@ __all__ = [
     "EXIT_USAGE",
     "Progress",
     "SubParsers",
+    "add_model_args",
     "console",
     "input_error",
     "usage_error",
@@ -48,6 +49,19 @@ EXIT_INTERRUPTED = 130
 #: The object ``ArgumentParser.add_subparsers`` returns: what each command module's
 #: ``add_parser(sub, name)`` adds its parser to.
 SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def add_model_args(p: argparse.ArgumentParser, *, taxonomy: bool = True) -> None:
+    """``--model DIR`` (and ``--taxonomy DIR``, repeatable): the model a command loads."""
+    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
+    if taxonomy:
+        p.add_argument(
+            "--taxonomy",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="extra taxonomy directory the model was trained with (repeatable)",
+        )
 
 
 def console(*, stderr: bool = False, piped_width: int = 200) -> Console:

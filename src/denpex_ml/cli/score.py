@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from denpex_ml.cli.console import EXIT_OK, EXIT_PARTIAL, Progress, console, usage_error
+from denpex_ml.cli.console import EXIT_OK, EXIT_PARTIAL, Progress, add_model_args, console, usage_error
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -69,10 +69,7 @@ def add_parser(sub: SubParsers, name: str = "score") -> None:
         help=f"time limit per job (default {DEFAULT_JOB_TIMEOUT:g}; 0: none); a job over it is a "
         "JobTimeoutError row and its worker is replaced",
     )
-    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
-    p.add_argument(
-        "--taxonomy", action="append", default=[], metavar="DIR", help="extra taxonomy directory (repeatable)"
-    )
+    add_model_args(p)
     p.add_argument(
         "--nodes",
         metavar="FILE",

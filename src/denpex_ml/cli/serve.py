@@ -8,7 +8,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from denpex_ml.cli.console import EXIT_OK, usage_error
+from denpex_ml.cli.console import EXIT_OK, add_model_args, usage_error
 
 if TYPE_CHECKING:
     from denpex_ml.cli.console import SubParsers
@@ -31,14 +31,7 @@ def add_parser(sub: SubParsers, name: str = "serve") -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free port)")
-    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
-    p.add_argument(
-        "--taxonomy",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="extra taxonomy directory the model was trained with",
-    )
+    add_model_args(p)
     p.add_argument(
         "--max-upload-mb", type=float, default=64.0, metavar="MB", help="largest request body in MiB (default 64)"
     )

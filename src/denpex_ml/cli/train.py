@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from denpex_ml.cli.console import EXIT_GATE_FAILED, EXIT_OK, Progress, console, usage_error
+from denpex_ml.cli.console import EXIT_GATE_FAILED, EXIT_OK, Progress, add_model_args, console, usage_error
 
 if TYPE_CHECKING:
     from denpex_ml.cli.console import SubParsers
@@ -185,7 +185,7 @@ def run_retrain(args: argparse.Namespace) -> int:
 # -- eval -----------------------------------------------------------------------------------
 def _add_eval(sub: SubParsers) -> None:
     p = sub.add_parser("eval", help="evaluate a model and its baselines on held-out data; write a report")
-    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
+    add_model_args(p, taxonomy=False)
     p.add_argument("--data", action="append", default=[], metavar="PATH", help="extra labelled JSONL/dir (repeatable)")
     p.add_argument("--out", default="reports/latest", metavar="DIR", help="report directory (default reports/latest)")
     p.add_argument("--per-class-test", type=int, metavar="N", help="synthetic test incidents per class")
@@ -256,7 +256,7 @@ def _add_mlflow_log(sub: SubParsers) -> None:
             "'path' column; no retraining. Prints the run id and the model URI."
         ),
     )
-    p.add_argument("--model", metavar="DIR", help="model directory (default: the shipped model)")
+    add_model_args(p, taxonomy=False)
     p.add_argument("--register", metavar="NAME", help="also register it in the model registry as NAME")
     p.add_argument("--experiment", default="denpex-ml", help="mlflow experiment name (default denpex-ml)")
     p.add_argument("--run-name", metavar="NAME", help="mlflow run name")
