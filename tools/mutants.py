@@ -182,7 +182,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ingest-max-depth-archives-off",
-        "src/denpex_ml/logs/sources.py",
+        "src/denpex_ml/logs/archives.py",
         "if level > limits.max_depth:",
         "if False:",
         ("tests/logs/test_archive_limits.py",),
@@ -190,19 +190,23 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ingest-max-depth-tar-off",
-        "src/denpex_ml/logs/sources.py",
-        '''    """The members of an uncompressed tar stream (already counted), read in one pass."""
+        "src/denpex_ml/logs/archives.py",
+        '''    Raises the first refused member (see the module doc); folders are passed over.
+    """
     _depth_check(name, level, limits)''',
-        '''    """The members of an uncompressed tar stream (already counted), read in one pass."""''',
+        '''    Raises the first refused member (see the module doc); folders are passed over.
+    """''',
         ("tests/logs/test_archive_limits.py",),
         "the depth check of tar archives removed",
     ),
     Mutant(
         "ingest-max-depth-zip-off",
-        "src/denpex_ml/logs/sources.py",
-        '''    """The members of a zip archive (``fh`` is seekable); each member is a producer under ``root``."""
+        "src/denpex_ml/logs/archives.py",
+        '''    raises the first refused member (see the module doc).
+    """
     _depth_check(name, level, limits)''',
-        '''    """The members of a zip archive (``fh`` is seekable); each member is a producer under ``root``."""''',
+        '''    raises the first refused member (see the module doc).
+    """''',
         ("tests/logs/test_archive_limits.py",),
         "the depth check of zip archives removed",
     ),

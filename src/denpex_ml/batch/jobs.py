@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import io
 import os
 import re
 import stat
@@ -42,15 +41,23 @@ from denpex_ml.errors import (
     InputTooLargeError,
     InvalidInputError,
     LogNotFoundError,
-    UnsafeArchiveMemberError,
+)
+from denpex_ml.logs.archives import (
+    MemberCheck,
+    check_tar_member,
+    check_zip_member,
+    is_archive_name,
+    open_tar_stream,
+    open_zip,
+    read_zip_member,
+    source_kind,
+    tar_infos,
 )
 from denpex_ml.logs.limits import IngestLimits
-from denpex_ml.logs.metered import ReadBudget, _Counting
-from denpex_ml.logs.sources import check_member_name, open_tar_stream, source_kind
+from denpex_ml.logs.metered import ReadBudget
+from denpex_ml.logs.names import check_member_name
 
 __all__ = ["Batch", "BatchLimits", "Job", "JobPattern", "discover_jobs"]
-
-_ARCHIVE_SUFFIXES = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tbz2", ".txz")
 
 
 @dataclass(frozen=True)
@@ -210,18 +217,10 @@ class _Entry:
     is_file: bool = True
 
 
-def _classify_tar_member(archive: str, info: tarfile.TarInfo) -> _Entry:
-    try:
-        name = check_member_name(archive, info.name)
-    except UnsafeArchiveMemberError as exc:
-        return _Entry(info.name.lstrip("/"), ("UnsafeArchiveMemberError", str(exc)))
-    if info.issym() or info.islnk():
-        return _Entry(name, ("UnsafeArchiveMemberError", f"{archive}: archive member {info.name!r} is a link"))
-    if info.ischr() or info.isblk() or info.isfifo() or info.isdev():
-        return _Entry(
-            name, ("UnsafeArchiveMemberError", f"{archive}: archive member {info.name!r} is a device or FIFO")
-        )
-    return _Entry(name, is_file=info.isfile())
+def _entry(check: MemberCheck) -> _Entry:
+    """An archive member as the batch sees it: a refused member is its job's error row."""
+    problem = None if check.problem is None else (type(check.problem).__name__, str(check.problem))
+    return _Entry(check.name, problem, check.is_file)
 
 
 def _tar_stream(path: Path, budget: ReadBudget) -> tuple[BinaryIO, tarfile.TarFile]:
@@ -237,26 +236,13 @@ def _tar_entries(path: Path, budget: ReadBudget) -> list[_Entry]:
     raw, tf = _tar_stream(path, budget)
     out: list[_Entry] = []
     try:
-        for info in _iter_tar(tf, path.name):
+        for info in tar_infos(tf, path.name):
             budget.add_member(info.name)
-            out.append(_classify_tar_member(path.name, info))
+            out.append(_entry(check_tar_member(path.name, info)))
     finally:
         tf.close()
         raw.close()
     return out
-
-
-def _iter_tar(tf: tarfile.TarFile, name: str) -> Iterator[tarfile.TarInfo]:
-    while True:
-        try:
-            info = tf.next()
-        except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-            if isinstance(exc, DenpexError):
-                raise
-            raise ArchiveError(f"{name}: corrupt or truncated tar archive ({exc})") from None
-        if info is None:
-            return
-        yield info
 
 
 class _Grouper:
@@ -351,8 +337,8 @@ def _tar_jobs(path: Path, limits: BatchLimits, plan: _Plan) -> Iterator[Job]:
     raw, tf = _tar_stream(path, budget)  # pass 2: contents, one job at a time
     too_big = f"more than {limits.max_job_bytes} bytes inside the archive (BatchLimits.max_job_bytes)"
     try:
-        for info in _iter_tar(tf, path.name):
-            entry = _classify_tar_member(path.name, info)
+        for info in tar_infos(tf, path.name):
+            entry = _entry(check_tar_member(path.name, info))
             found = grouper.job_id(entry.name)
             if found is None:
                 continue
@@ -388,12 +374,12 @@ def _zip_plan(
     path: Path, limits: BatchLimits, pattern: JobPattern | None, exclude: Sequence[str], skipped: list[str]
 ) -> tuple[_Plan, dict[str, list[str]]]:
     budget = ReadBudget(limits.ingest_limits(), path.name)
-    with _open_zip(path) as zf:
+    with open_zip(path, path.name) as zf:
         infos = zf.infolist()
         entries: list[_Entry] = []
         for info in infos:
             budget.add_member(info.filename)
-            entries.append(_classify_zip_member(path.name, info, limits))
+            entries.append(_entry(check_zip_member(path.name, info, limits.ingest_limits())))
     grouper = _Grouper(entries, pattern, exclude)
     order, expected, errors = _plan(entries, grouper, skipped)
     by_job: dict[str, list[str]] = defaultdict(list)
@@ -404,48 +390,15 @@ def _zip_plan(
     return _Plan(grouper, order, expected, errors), by_job
 
 
-def _open_zip(path: Path) -> zipfile.ZipFile:
-    try:
-        return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
-        raise ArchiveError(f"{path.name}: not a readable zip archive ({exc})") from None
-
-
 def _zip_jobs(path: Path, limits: BatchLimits, plan: _Plan, by_job: dict[str, list[str]]) -> Iterator[Job]:
     budget = ReadBudget(limits.ingest_limits(), path.name)
-    with _open_zip(path) as zf:
+    with open_zip(path, path.name) as zf:
         for job_id in plan.order:
             if job_id in plan.errors:
                 yield Job(job_id, error=plan.errors[job_id])
                 continue
             infos = [zf.getinfo(n) for n in by_job[job_id]]
             yield _read_zip_job(zf, job_id, infos, plan.grouper, limits, budget)
-
-
-def _classify_zip_member(archive: str, info: zipfile.ZipInfo, limits: BatchLimits) -> _Entry:
-    try:
-        name = check_member_name(archive, info.filename)
-    except UnsafeArchiveMemberError as exc:
-        return _Entry(info.filename.lstrip("/"), ("UnsafeArchiveMemberError", str(exc)))
-    mode = info.external_attr >> 16
-    if mode and stat.S_ISLNK(mode):
-        return _Entry(name, ("UnsafeArchiveMemberError", f"{archive}: archive member {info.filename!r} is a link"))
-    if mode and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)):
-        return _Entry(
-            name, ("UnsafeArchiveMemberError", f"{archive}: archive member {info.filename!r} is a device or FIFO")
-        )
-    if (
-        info.file_size > IngestLimits.ratio_min_bytes
-        and info.file_size / max(info.compress_size, 1) > limits.max_compression_ratio
-    ):
-        return _Entry(
-            name,
-            (
-                "InputTooLargeError",
-                f"{archive}: member {info.filename!r} declares a decompression ratio above {limits.max_compression_ratio:g}: refusing a possible archive bomb",
-            ),
-        )
-    return _Entry(name, is_file=not info.is_dir())
 
 
 def _read_zip_job(
@@ -469,9 +422,7 @@ def _read_zip_job(
     job = Job(job_id)
     try:
         for info in items:
-            with zf.open(info) as zraw:
-                counted = io.BufferedReader(_Counting(zraw, budget, _const(info.compress_size)), 1 << 16)  # type: ignore[arg-type]
-                data = counted.read(limits.max_job_bytes - job.size + 1)
+            data = read_zip_member(zf, info, budget, limits.max_job_bytes - job.size + 1)
             if job.size + len(data) > limits.max_job_bytes:
                 return Job(
                     job_id,
@@ -490,10 +441,6 @@ def _read_zip_job(
     return job
 
 
-def _const(value: int) -> Callable[[], int | None]:
-    return lambda: value
-
-
 # -- entry point --------------------------------------------------------------------------------
 def is_archive(path: Path) -> bool:
     """Whether ``path`` is a tar/zip archive (by magic bytes, the name breaking ties)."""
@@ -504,7 +451,7 @@ def is_archive(path: Path) -> bool:
     kind = source_kind(head, path.name)
     if kind in ("tar", "zip"):
         return True
-    return kind == "gzip" and path.name.lower().endswith(_ARCHIVE_SUFFIXES)
+    return kind == "gzip" and is_archive_name(path)
 
 
 class Batch:

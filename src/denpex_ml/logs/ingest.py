@@ -32,6 +32,7 @@ from denpex_ml.errors import (
     LogNotFoundError,
     NotALogError,
 )
+from denpex_ml.logs.archives import is_archive_name
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine, RankLog, StreamKey
 from denpex_ml.logs.columnar import SPACE_OR_HIGH, TRUNCATION_MARK_B, Block, iso_timestamps, rank_prefixes
 from denpex_ml.logs.flight_recorder import looks_like_flight_recorder, read_flight_recorder
@@ -847,7 +848,7 @@ def read_logs(
     shown = display_name(str(path))
     budget = ReadBudget(limits, shown)
     try:
-        strict = path.is_file() and not _is_archive_name(path)
+        strict = path.is_file() and not is_archive_name(path)
     except OSError as exc:  # a name too long for the file system, a path through a non-directory
         raise LogNotFoundError(
             f"{shown}: cannot be read as a path ({exc.strerror or exc})", filename=str(source), errno=exc.errno
@@ -960,7 +961,3 @@ def read_members(
     return _read_members(
         _Builder(retention or Retention()), masker, members, budget or ReadBudget(limits, name), strict=False, what=name
     )
-
-
-def _is_archive_name(path: Path) -> bool:
-    return path.name.lower().endswith((".tar", ".tgz", ".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tbz2", ".txz"))

@@ -5,7 +5,8 @@ value, a decompressor); :class:`_Counting` charges the bytes read through it to 
 and checks the size and compression-ratio limits as it streams; :class:`_Inflating`
 decompresses gzip/bzip2/xz by feeding the standard library's decompressor objects
 :data:`_FEED` bytes at a time, so the consumed count is exact and a bomb is refused early.
-Archive walking (what the bytes mean) is :mod:`denpex_ml.logs.sources`.
+Archive walking (what the bytes mean) is :mod:`denpex_ml.logs.sources` and
+:mod:`denpex_ml.logs.archives`.
 """
 
 from __future__ import annotations
@@ -276,3 +277,34 @@ class _Decompressor(Protocol):
     unconsumed_tail: bytes
 
     def decompress(self, data: bytes, max_length: int = ...) -> bytes: ...
+
+
+class _Chain(io.RawIOBase):
+    """``head`` bytes already read, then the rest of ``inner`` (for streams without peek)."""
+
+    def __init__(self, head: bytes, inner: BinaryIO) -> None:
+        self._head = head
+        self._inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._inner.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+def _buffered(raw: io.RawIOBase) -> BinaryIO:
+    return cast(BinaryIO, io.BufferedReader(raw, 1 << 16))
+
+
+def _decompressing(below: BinaryIO, kind: str, name: str, budget: ReadBudget, root: _Gauge) -> BinaryIO:
+    """The decompressed bytes of ``below``, counted: a new producer under ``root``."""
+    gauge = _Gauge(name, root, compressed=True)
+    return _buffered(_Counting(cast(BinaryIO, _Inflating(below, kind, gauge)), budget, gauge=gauge))

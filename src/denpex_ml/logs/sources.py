@@ -3,7 +3,9 @@
 Archives are read as streams, never extracted: a tar (plain, gzip, bzip2 or xz) is read
 member by member in one pass, a tar nested in an archive is read from inside it, and only a
 zip nested in another archive or read from a pipe is spooled to a temporary file (zip needs
-random access). Members with an absolute path, ``..``, links or devices are refused.
+random access). Which members are refused (an absolute path, ``..``, links, devices, a
+declared bomb, nesting deeper than ``max_depth``) is :mod:`denpex_ml.logs.archives`, the one
+archive reader and member policy, shared with the batch reader.
 
 Every decompressor (gzip, bzip2, xz, zip members, at any depth) counts the bytes it
 *produces* against :class:`~denpex_ml.logs.limits.IngestLimits` while it streams:
@@ -28,10 +30,7 @@ import logging
 import os
 import shutil
 import stat
-import tarfile
 import tempfile
-import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,21 +43,26 @@ from denpex_ml.errors import (
     InputTooLargeError,
     InvalidInputError,
     LogNotFoundError,
-    UnsafeArchiveMemberError,
+)
+from denpex_ml.logs.archives import (
+    COMPRESSED,
+    root_feed,
+    stream_kind,
+    tar_members,
+    zip_members,
 )
 from denpex_ml.logs.limits import IngestLimits
 from denpex_ml.logs.metered import (
     _DECODE_ERRORS,
-    _FEED,
-    _GZIP_MAGIC,
-    _XZ_MAGIC,
     ReadBudget,
+    _buffered,
+    _Chain,
     _Counting,
+    _decompressing,
     _Gauge,
-    _Inflating,
     _Metered,
 )
-from denpex_ml.logs.names import _check_member_name, check_member_name, display_name
+from denpex_ml.logs.names import check_member_name, display_name
 
 __all__ = [
     "Member",
@@ -68,16 +72,10 @@ __all__ = [
     "iter_bytes_members",
     "iter_members",
     "iter_stream_members",
-    "open_tar_stream",
-    "source_kind",
 ]
 
 log = logging.getLogger(__name__)
 
-_ZIP_MAGIC = b"PK\x03\x04"
-_ZIP_EMPTY = b"PK\x05\x06"
-_BZ2_BLOCK = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")  # first block / empty stream
-_COMPRESSED = ("gzip", "bz2", "xz")
 #: Name suffixes a decompressor removes (``.tgz`` -> ``.tar``).
 _SUFFIXES = {
     "gzip": ((".tgz", ".tar"), (".gz", "")),
@@ -94,42 +92,6 @@ class Member:
 
     name: str
     open: Callable[[], BinaryIO]
-
-
-def source_kind(head: bytes, name: str) -> str:
-    """``gzip``, ``zip``, ``tar`` or ``plain`` from magic bytes (the name only breaks ties).
-
-    A bzip2 or xz file counts as ``tar`` when its name says so (``.tar.bz2``, ``.txz``...).
-    """
-    if head.startswith(_GZIP_MAGIC):
-        return "gzip"
-    if head.startswith((_ZIP_MAGIC, _ZIP_EMPTY)):
-        return "zip"
-    if _is_tar_header(head):
-        return "tar"
-    lower = name.lower()
-    if lower.endswith((".tar.bz2", ".tbz2", ".tar.xz", ".txz")):
-        return "tar"
-    return "plain"
-
-
-def _is_tar_header(head: bytes) -> bool:
-    return len(head) > 262 and head[257:262] == b"ustar"
-
-
-def _kind(head: bytes) -> str:
-    """``gzip``, ``bz2``, ``xz``, ``zip``, ``tar`` or ``plain`` from magic bytes."""
-    if head.startswith(_GZIP_MAGIC):
-        return "gzip"
-    if head.startswith(_XZ_MAGIC):
-        return "xz"
-    if head.startswith(b"BZh") and head[3:4].isdigit() and head[4:10] in _BZ2_BLOCK:
-        return "bz2"
-    if head.startswith((_ZIP_MAGIC, _ZIP_EMPTY)):
-        return "zip"
-    if _is_tar_header(head):
-        return "tar"
-    return "plain"
 
 
 def _join(prefix: str, name: str) -> str:
@@ -227,7 +189,7 @@ def _open_file(path: Path) -> BinaryIO:
 def _iter_file(path: Path, rel: str, limits: IngestLimits, budget: ReadBudget, level: int) -> Iterator[Member]:
     with _open_file(path) as fh:
         head = fh.read(512)
-    kind = _kind(head)
+    kind = stream_kind(head)
     budget.add_member(rel)
     if kind == "plain":
         yield Member(display_name(rel), lambda: _open_plain(path, rel, budget))
@@ -239,42 +201,16 @@ def _iter_file(path: Path, rel: str, limits: IngestLimits, budget: ReadBudget, l
             root.consumed = os.fstat(fh.fileno()).st_size
             yield from _iter_zip(fh, rel, limits, budget, level, root)
         else:
-            meter = cast(BinaryIO, _Metered(fh, root, _root_feed(kind)))
+            meter = cast(BinaryIO, _Metered(fh, root, root_feed(kind)))
             yield from _iter_stream(meter, rel, "", limits, budget, level, root, charged=False)
     finally:
         fh.close()
-
-
-def _root_feed(kind: str) -> int:
-    """Bytes read from a source at once: little under a decompressor, so its ratio is known early."""
-    return _FEED if kind in _COMPRESSED else 1 << 16
 
 
 def _open_plain(path: Path, rel: str, budget: ReadBudget) -> BinaryIO:
     root = _Gauge(rel)
     meter = cast(BinaryIO, _Metered(_open_file(path), root, 1 << 16, owns=True))
     return _buffered(_Counting(meter, budget, gauge=root))
-
-
-class _Chain(io.RawIOBase):
-    """``head`` bytes already read, then the rest of ``inner`` (for streams without peek)."""
-
-    def __init__(self, head: bytes, inner: BinaryIO) -> None:
-        self._head = head
-        self._inner = inner
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        if self._head:
-            n = min(len(b), len(self._head))
-            b[:n] = self._head[:n]
-            self._head = self._head[n:]
-            return n
-        data = self._inner.read(len(b))
-        b[: len(data)] = data
-        return len(data)
 
 
 class _Unclosable(io.RawIOBase):
@@ -296,10 +232,6 @@ def _returning(stream: BinaryIO) -> Callable[[], BinaryIO]:
     return lambda: stream
 
 
-def _buffered(raw: io.RawIOBase) -> BinaryIO:
-    return cast(BinaryIO, io.BufferedReader(raw, 1 << 16))
-
-
 def _read_head(stream: BinaryIO, n: int = 512, *, name: str = "") -> tuple[bytes, BinaryIO]:
     try:
         head = stream.read(n)
@@ -313,12 +245,6 @@ def _read_head(stream: BinaryIO, n: int = 512, *, name: str = "") -> tuple[bytes
 def peek(stream: BinaryIO, n: int = 8192, *, name: str = "") -> tuple[bytes, BinaryIO]:
     """The first ``n`` bytes of ``stream`` and a stream that reads it again from the start."""
     return _read_head(stream, n, name=name)
-
-
-def _decompressing(below: BinaryIO, kind: str, name: str, budget: ReadBudget, root: _Gauge) -> BinaryIO:
-    """The decompressed bytes of ``below``, counted: a new producer under ``root``."""
-    gauge = _Gauge(name, root, compressed=True)
-    return _buffered(_Counting(cast(BinaryIO, _Inflating(below, kind, gauge)), budget, gauge=gauge))
 
 
 def _iter_stream(
@@ -344,10 +270,10 @@ def _iter_stream(
     """
     full = _join(prefix, rel)
     head, stream = _read_head(stream, name=full)
-    kind = _kind(head)
+    kind = stream_kind(head)
     if kind == "plain" and stacked and rel.lower().endswith(".tar") and len(head) >= 512:
         kind = "tar"  # a pre-POSIX tar (no ``ustar`` magic) named by its compressed file: x.tar.gz, x.tgz
-    if kind in _COMPRESSED:
+    if kind in COMPRESSED:
         if stacked >= limits.max_depth:
             raise InputTooLargeError(
                 f"{display_name(full)}: compressed more than {limits.max_depth} times (IngestLimits.max_depth)"
@@ -396,121 +322,20 @@ def _spooled(stream: BinaryIO, name: str) -> Iterator[BinaryIO]:
         spool.close()
 
 
-def _depth_check(name: str, level: int, limits: IngestLimits) -> None:
-    if level > limits.max_depth:
-        raise InputTooLargeError(
-            f"{display_name(name)}: archives nested deeper than {limits.max_depth} (IngestLimits.max_depth)"
-        )
-
-
 def _iter_tar_stream(
     stream: BinaryIO, name: str, limits: IngestLimits, budget: ReadBudget, level: int, root: _Gauge
 ) -> Iterator[Member]:
     """The members of an uncompressed tar stream (already counted), read in one pass."""
-    _depth_check(name, level, limits)
-    shown = display_name(name)
-    try:
-        tf = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - closed in finally below
-    except DenpexError:
-        raise
-    except (*_DECODE_ERRORS, ValueError) as exc:
-        raise ArchiveError(f"{shown}: not a readable tar archive ({exc})") from None
-    try:
-        while True:
-            try:
-                info = tf.next()
-            except DenpexError:
-                raise
-            except (*_DECODE_ERRORS, ValueError) as exc:
-                raise ArchiveError(f"{shown}: corrupt or truncated tar archive ({exc})") from None
-            if info is None:
-                break
-            member_name = _check_member_name(name, info.name)
-            if info.issym() or info.islnk():
-                raise UnsafeArchiveMemberError(f"{shown}: archive member '{display_name(info.name)}' is a link")
-            if info.ischr() or info.isblk() or info.isfifo() or info.isdev():
-                raise UnsafeArchiveMemberError(
-                    f"{shown}: archive member '{display_name(info.name)}' is a device or FIFO"
-                )
-            if not info.isfile():
-                continue
-            budget.add_member(member_name)
-            fobj = tf.extractfile(info)
-            if fobj is None:
-                continue
-            yield from _iter_stream(
-                cast(BinaryIO, fobj), member_name, name, limits, budget, level + 1, root, charged=True
-            )
-    finally:
-        tf.close()
+    for member_name, fobj in tar_members(stream, name, limits, budget, level):
+        yield from _iter_stream(fobj, member_name, name, limits, budget, level + 1, root, charged=True)
 
 
 def _iter_zip(
     fh: BinaryIO, name: str, limits: IngestLimits, budget: ReadBudget, level: int, root: _Gauge
 ) -> Iterator[Member]:
     """The members of a zip archive (``fh`` is seekable); each member is a producer under ``root``."""
-    _depth_check(name, level, limits)
-    shown = display_name(name)
-    try:
-        zf = zipfile.ZipFile(fh)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
-        if isinstance(exc, UnicodeDecodeError):
-            raise ArchiveError(f"{shown}: a member name is marked UTF-8 but is not valid UTF-8") from None
-        raise ArchiveError(f"{shown}: not a readable zip archive ({exc})") from None
-    with zf:
-        for info in zf.infolist():
-            member_name = _check_member_name(name, info.filename)
-            shown_member = display_name(info.filename)
-            mode = info.external_attr >> 16
-            if mode and stat.S_ISLNK(mode):
-                raise UnsafeArchiveMemberError(f"{shown}: archive member '{shown_member}' is a link")
-            if mode and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)):
-                raise UnsafeArchiveMemberError(f"{shown}: archive member '{shown_member}' is a device or FIFO")
-            if info.is_dir():
-                continue
-            if info.file_size > limits.ratio_min_bytes and info.file_size > limits.max_compression_ratio * max(
-                info.compress_size, 1
-            ):
-                raise InputTooLargeError(
-                    f"{shown}: member '{shown_member}' declares a decompression ratio above "
-                    f"{limits.max_compression_ratio:g} (IngestLimits.max_compression_ratio): "
-                    "refusing a possible archive bomb"
-                )
-            budget.add_member(member_name)
-            full = _join(name, member_name)
-            gauge = _Gauge(full, root, compressed=info.compress_type != zipfile.ZIP_STORED, consumed=info.compress_size)
-            try:
-                zraw = zf.open(info)
-            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
-                raise ArchiveError(f"{shown}: corrupt member '{shown_member}' ({exc})") from None
-            except (RuntimeError, NotImplementedError) as exc:  # encrypted, unsupported compression
-                raise ArchiveError(f"{shown}: cannot read member '{shown_member}' ({exc})") from None
-            with zraw:
-                counted = _buffered(_Counting(cast(BinaryIO, zraw), budget, gauge=gauge))
-                yield from _iter_stream(counted, member_name, name, limits, budget, level + 1, root, charged=True)
-
-
-def open_tar_stream(raw: BinaryIO, name: str, budget: ReadBudget) -> tarfile.TarFile:
-    """A tar archive read in one pass from ``raw``: plain, gzip, bzip2 or xz.
-
-    Its decompressed bytes are counted against ``budget`` (size and ratio, see the module
-    doc) as they stream; ``raw`` is not closed with the archive.
-    """
-    root = _Gauge(name)
-    head = raw.read(512)
-    root.consumed = len(head)
-    kind = _kind(head)
-    stream = cast(BinaryIO, _Chain(head, cast(BinaryIO, _Metered(raw, root, _root_feed(kind)))))
-    if kind in _COMPRESSED:
-        stream = _decompressing(stream, kind, name, budget, root)
-    else:
-        stream = _buffered(_Counting(stream, budget, gauge=root))
-    try:
-        return tarfile.open(fileobj=stream, mode="r|")
-    except DenpexError:
-        raise
-    except (*_DECODE_ERRORS, ValueError) as exc:
-        raise ArchiveError(f"{display_name(name)}: not a readable tar archive ({exc})") from None
+    for member_name, counted in zip_members(fh, name, limits, budget, level, root):
+        yield from _iter_stream(counted, member_name, name, limits, budget, level + 1, root, charged=True)
 
 
 def iter_bytes_members(
@@ -523,7 +348,7 @@ def iter_bytes_members(
     """
     root = _Gauge(name)
     budget.add_member(name)
-    stream = cast(BinaryIO, _Metered(io.BytesIO(data), root, _root_feed(_kind(data[:512]))))
+    stream = cast(BinaryIO, _Metered(io.BytesIO(data), root, root_feed(stream_kind(data[:512]))))
     yield from _iter_stream(stream, name, "", limits, budget, depth, root, charged=False)
 
 
@@ -538,7 +363,7 @@ def iter_stream_members(stream: BinaryIO, name: str, limits: IngestLimits, budge
     if not isinstance(head, bytes):
         raise InvalidInputError(f"{display_name(name)}: expected a binary stream (e.g. sys.stdin.buffer)")
     root.consumed = len(head)
-    rest = cast(BinaryIO, _Metered(cast(BinaryIO, _Unclosable(stream)), root, _root_feed(_kind(head))))
+    rest = cast(BinaryIO, _Metered(cast(BinaryIO, _Unclosable(stream)), root, root_feed(stream_kind(head))))
     raw = cast(BinaryIO, _Chain(head, rest))
     budget.add_member(name)
     yield from _iter_stream(raw, name, "", limits, budget, 0, root, charged=False)
