@@ -2,13 +2,12 @@
 
 Text only (binary and empty files are skipped inside containers, refused on their own),
 read with the project's safe reader (no extraction, no links or ``..``), decoded, not yet
-masked. Also the host detection the store adds to :func:`~denpex_ml.logs.prefixes.discover_hosts`.
+masked (the store masks them with :func:`~denpex_ml.logs.masking.mask_files`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,42 +15,16 @@ from pathlib import Path
 from denpex_ml.dataset.incident import check_log_key
 from denpex_ml.errors import DatasetError, InvalidInputError, NotALogError
 from denpex_ml.logs.limits import IngestLimits
-from denpex_ml.logs.masking import mask_secrets as _mask_secrets
 from denpex_ml.logs.normalize import looks_binary, sniff_encoding
 from denpex_ml.logs.sources import ReadBudget, iter_members, opened
 
-__all__ = ["Collected", "LogInput", "bracket_hosts", "collect", "mask_secrets"]
+__all__ = ["Collected", "LogInput", "collect"]
 
 PathLike = str | os.PathLike[str]
 #: What :meth:`IncidentStore.add` accepts: a path, or a mapping ``name or rank -> text``.
 LogInput = PathLike | Mapping[str | int, str | bytes]
 
 _BINARY_SNIFF = 8192
-# Hosts in bracketed prefixes, "[gpu-node-7:3]" (host:rank) or "[gpu-node-7:12345:0:1]"
-# (Open MPI / UCX host:pid), which prefixes.discover_hosts does not look for. The name must
-# hold a digit or '-' (so "[main:0]" is no host); qualified names are masked by the FQDN rule.
-_BRACKET_HOST = re.compile(
-    r"^(?:\[(?:rank|default)\d+\]:[ ]?)?\[([A-Za-z][\w-]*[\d-][\w.-]*):\d+(?:[ ]*:\d+)*\]", re.MULTILINE
-)
-# "[train_2.py:10]", "[rank3:0]", "[cuda-0:1]" are a source location, a rank or a device, not hosts.
-_NOT_BRACKET_HOST = re.compile(
-    r"(?i).*\.(?:py|pyx|c|cc|cpp|cxx|h|hh|hpp|cu|cuh|rs|go|java|js|ts|sh|log|txt|so|yaml|yml|json)"
-    r"|(?:rank|local_?rank|default|pid|tid|proc(?:ess)?|worker|cuda|device|dev)[-_]?\d*"
-)
-_NOT_HOSTS = frozenset({"localhost", "unknown", "none", "null", "n/a"})
-
-
-def mask_secrets(text: str) -> str:
-    """Secrets, e-mails and user names masked (no host/IP pseudonyms: keeps URLs whole)."""
-    return _mask_secrets(text)
-
-
-def bracket_hosts(text: str) -> set[str]:
-    return {
-        host
-        for host in (m.group(1) for m in _BRACKET_HOST.finditer(text))
-        if host.lower() not in _NOT_HOSTS and not _NOT_BRACKET_HOST.fullmatch(host)
-    }
 
 
 def _decode(data: bytes, name: str) -> str:

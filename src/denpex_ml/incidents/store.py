@@ -26,11 +26,9 @@ from denpex_ml.errors import (
     InvalidInputError,
     UnknownIncidentError,
 )
-from denpex_ml.incidents.collect import LogInput, bracket_hosts, collect, mask_secrets
+from denpex_ml.incidents.collect import LogInput, collect
 from denpex_ml.logs.limits import IngestLimits
-from denpex_ml.logs.masking import Masker
-from denpex_ml.logs.prefixes import discover_hosts
-from denpex_ml.logs.system import learn_system_hosts
+from denpex_ml.logs.masking import Masker, mask_files, mask_secrets
 from denpex_ml.taxonomy import load_taxonomy
 from denpex_ml.taxonomy.schema import UNKNOWN_ID
 
@@ -417,17 +415,7 @@ class IncidentStore:
 
         collected = collect(source, self._limits)
         masker = Masker()
-        # kernel / nvidia-smi / DCGM output and Slurm node lists: their hosts are learned first
-        collected.files = [(name, learn_system_hosts(masker, name, text)) for name, text in collected.files]
-        hosts: set[str] = set()
-        for _, text in collected.files:
-            hosts |= discover_hosts(text) | bracket_hosts(text)
-        masker.learn_hosts(sorted(hosts))
-        known = masker.n_hosts
-        masked = [masker.mask(text) for _, text in collected.files]
-        if masker.n_hosts != known:  # hosts learned mid-way (host=..., FQDNs): mask again with all known
-            masked = [masker.mask(text) for _, text in collected.files]
-        names = [masker.mask(name) for name, _ in collected.files]
+        names, masked = mask_files(masker, collected.files)
         skipped = [masker.mask(s) for s in collected.skipped]
 
         total = sum(len(t.encode("utf-8")) for t in masked)

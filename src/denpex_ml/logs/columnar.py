@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import re2
 
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr
-from denpex_ml.logs.timestamps import ISO_TS_PREFIX
+from denpex_ml.logs.patterns import ISO_TS_PREFIX
 
 if TYPE_CHECKING:
     import numpy as np

@@ -40,6 +40,12 @@ from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_text_blocks
+from denpex_ml.logs.patterns import (
+    HOST_PREFIX_SCREEN,
+    ISO_TS_PREFIX,
+    NCCL_HOST,
+    RANK_TAG,
+)
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
 from denpex_ml.logs.secret_rules import _OPTIONS, _UNANCHORED, _key_block_lines
 from denpex_ml.logs.sources import (
@@ -63,7 +69,6 @@ from denpex_ml.logs.system import (
     syslog_hosts,
     system_kind,
 )
-from denpex_ml.logs.timestamps import ISO_TS_PREFIX
 
 __all__ = ["LogSource", "read_logs", "read_members", "read_stream"]
 
@@ -553,7 +558,6 @@ class _Builder:
         bundle.sources = [names[raw] for raw in bundle.sources]
         # a host can be learned after lines naming it were kept (a later block, a launcher
         # summary, a prefix the fast path does not parse): every kept line is checked again
-        late_hosts = masker.n_host_names > 0
         for key, st in self.streams.items():
             seen: set[tuple[str, int]] = set()
             lines: list[LogLine] = []
@@ -562,8 +566,7 @@ class _Builder:
                 if ident in seen:
                     continue
                 seen.add(ident)
-                if late_hosts:
-                    text = masker.mask_known_hosts(text)
+                text = masker.mask_known_hosts(text)
                 lines.append(LogLine(key, names.get(source, source), lineno, text, host, salient))
             order = {s: i for i, s in enumerate(bundle.sources)}
             lines.sort(key=lambda ln: (order.get(ln.source, 0), ln.lineno))
@@ -592,21 +595,25 @@ _PROBE = re.compile(
 
 
 _ISO_TS = ISO_TS_PREFIX
+_HOST_SCREEN = HOST_PREFIX_SCREEN
 _FAST_LINE = re.compile(r"^(" + _ISO_TS + r")?(?:\[(?:rank|default)(\d{1,6})\]:[ ]?)?(.*)$", re.MULTILINE)
 # Anything that needs the general parser: other launcher prefixes, NCCL debug or host
 # prefixes at line start, launcher summaries (parsed in order), syslog timestamps.
 _NOT_FAST_PATTERN = (
     r"(?m)^(?:" + _ISO_TS + r")?(?:\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |"
-    r"[\w.-]+:\d+:\d+ \[\d|(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*): |"
-    r"\[(?:rank|default)\d+\]:[ ]?(?:\[(?:rank|default)\d|\[\d+,\d+\]<|\[[\w.-]+:\d+ *:\d|\(\w+ pid=|\{|"
-    r"(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*): )|[A-Z][a-z]{2} [ \d]\d \d\d:"
+    r"[\w.-]+:\d+:\d+ \[\d|(?:"
+    + _HOST_SCREEN
+    + r"): |"
+    + RANK_TAG
+    + r"(?:\[(?:rank|default)\d|\[\d+,\d+\]<|\[[\w.-]+:\d+ *:\d|\(\w+ pid=|\{|"
+    r"(?:" + _HOST_SCREEN + r"): )|[A-Z][a-z]{2} [ \d]\d \d\d:"
     r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:)"
     r"|Root Cause \(first observed failure\)|^\s*Failures:"
 )
 # RE2 on bytes: linear time, no per-match offset conversion
 _NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN.encode())
-_NCCL_HOST_IN_TEXT = re2.compile(rb"([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL")
-_NCCL_HOST_SPAN = re2.compile(rb"[A-Za-z0-9][\w.-]*:\d+:\d+ \[\d+\] NCCL")  # the same, no group
+_NCCL_HOST_IN_TEXT = re2.compile(("(" + NCCL_HOST + r"):\d+:\d+ \[\d+\] NCCL").encode())
+_NCCL_HOST_SPAN = re2.compile((NCCL_HOST + r":\d+:\d+ \[\d+\] NCCL").encode())  # the same, no group
 
 
 #: A block is split into a fast-path head and a general tail only when the head has this many bytes.

@@ -28,12 +28,14 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import re2
 
+from denpex_ml.logs.patterns import HOSTNAME
+from denpex_ml.logs.prefixes import bracket_hosts, discover_hosts
 from denpex_ml.logs.secret_rules import (
     _NAME_PARTS,
     _OPTIONS,
@@ -56,8 +58,9 @@ from denpex_ml.logs.secret_rules import (
     _substitute,
     mask_secrets,
 )
+from denpex_ml.logs.system import learn_system_hosts
 
-__all__ = ["DEFAULT_RULES", "MaskRule", "Masker", "mask_secrets"]
+__all__ = ["DEFAULT_RULES", "MaskRule", "Masker", "mask_files", "mask_secrets"]
 
 _HOST_VALUE = re.compile(rb"[A-Za-z0-9][A-Za-z0-9_.\[\],-]*")
 _PIECE = re.compile(rb"[A-Za-z0-9]+")
@@ -72,7 +75,7 @@ _HEX = frozenset(b"0123456789abcdefABCDEF")
 _HOST_KEY = r"[A-Za-z0-9_.-]*(?i:hosts?|hostnames?|nodename|node|nodelist|hostlist|addr|address|ipaddr|endpoint)"
 _HOST_ASSIGN = _rx(_HOST_KEY + r"[\"']?[ \t]*[=:][ \t]*[\"']?")
 _HOST_FLAG = _rx(r"(?:(?m:^)|[ \t])--" + _HOST_KEY + r"[ \t]+")
-_HOSTNAME = r"[A-Za-z][A-Za-z0-9_-]*[0-9-][A-Za-z0-9_.-]*"
+_HOSTNAME = HOSTNAME
 _HOST_CONTEXT = _rx(r"(?:srun: error:|\bon (?:host|node)|\*\*\* (?:JOB|STEP) [0-9.]+ ON)[ \t]+" + _HOSTNAME)
 # a launcher host prefix at a line start or after a carriage return (a progress bar redrawn by
 # pdsh / mpirun --tag-output: the launcher's own prefix was read before the line was collapsed)
@@ -343,6 +346,19 @@ class Masker:
             return [self.mask(line) for line in _decode(data).split("\n")]
         return out
 
+    def mask_all(self, texts: Sequence[str]) -> list[str]:
+        """Mask several whole texts of one job so that every host any of them names is masked in all.
+
+        Masking can teach a host (``host=...``, an FQDN); when one text did, every text is masked
+        again with all hosts known (whole texts; lines kept while streaming use
+        :meth:`mask_known_hosts` instead).
+        """
+        known = self.n_hosts
+        masked = [self.mask(text) for text in texts]
+        if self.n_hosts != known:  # hosts learned mid-way: mask again with all known
+            masked = [self.mask(text) for text in texts]
+        return masked
+
     def _count(self, name: str, n: int) -> None:
         if n:
             self.counts[name] = self.counts.get(name, 0) + n
@@ -576,3 +592,20 @@ def _valid_ipv6(ip: bytes) -> bool:
     except ValueError:
         return False
     return True
+
+
+def mask_files(masker: Masker, files: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """The masking entry point of readers that keep whole files (the incident store).
+
+    Returns the masked names and texts of ``files`` (``(name, text)`` of one job), masked the
+    way ingestion masks the lines it keeps: the hosts that system members (kernel, nvidia-smi,
+    DCGM, Slurm node lists) and line prefixes name are learned first, so the pseudonyms do not
+    depend on the order of the files; then every text is masked (:meth:`Masker.mask_all`).
+    """
+    texts = [learn_system_hosts(masker, name, text) for name, text in files]
+    hosts: set[str] = set()
+    for text in texts:
+        hosts |= discover_hosts(text) | bracket_hosts(text)
+    masker.learn_hosts(sorted(hosts))
+    masked = masker.mask_all(texts)
+    return [masker.mask(name) for name, _ in files], masked

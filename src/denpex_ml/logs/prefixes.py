@@ -14,9 +14,20 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
+from denpex_ml.logs.patterns import (
+    CTIME_TIMESTAMP,
+    HOST_PREFIX,
+    ISO_TIMESTAMP,
+    NCCL_HOST,
+    RANK_TAG,
+    SYSLOG_TIMESTAMP,
+)
+
 __all__ = [
     "LINE_FORMATS",
     "Prefix",
+    "bracket_hosts",
+    "discover_hosts",
     "message_rank",
     "nccl_debug_prefix",
     "parse_prefix",
@@ -43,12 +54,9 @@ _UCX = re.compile(r"\[([A-Za-z0-9][\w.-]*):(\d+) *:\d+:\d+\] *")
 # pdsh / DeepSpeed / mpirun --tag-output host prefixes: "node-a: ...", "10.0.0.1: ...", "gpu017: ...".
 # A name holds a digit before its first dot, or is hyphenated. Possessive runs (never given back:
 # what follows them cannot be part of them) keep a long name without ": " linear, not quadratic.
-_HOST = re.compile(
-    r"((?:\d{1,3}(?:\.\d{1,3}){3})|ip-\d+|(?:[A-Za-z](?:[^\W\d]|-)*+\d[\w.-]*+)"
-    r"|(?:[a-z][a-z0-9]*+(?:-[a-z0-9]++)++(?:\.[\w-]++)*+)): "
-)
+_HOST = re.compile("(" + HOST_PREFIX + "): ")
 _NOT_HOST_SUFFIX = ("error", "exception", "warning", "warn", "info", "debug", "note")
-_NCCL_DEBUG = re.compile(r"([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[(\d+)\] (?=NCCL|[\w/.-]+:\d+ NCCL)")
+_NCCL_DEBUG = re.compile("(" + NCCL_HOST + r"):(\d+):(\d+) \[(\d+)\] (?=NCCL|[\w/.-]+:\d+ NCCL)")
 _MSG_RANK = re.compile(
     r"\[(?:Rank|RANK|rank)[ =]?(\d{1,6})\]|\brank (\d{1,6}) nranks \d|\[PG ID \d+ [^\]]{0,80}?\bRank (\d{1,6})\]"
 )
@@ -178,9 +186,7 @@ def _maybe_prefixed(text: str) -> bool:
 
 
 _LEADING_TS = re.compile(
-    r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
-    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)[ \t]+"
-    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}[ \t]*"  # ctime (mpirun --timestamp-output)
+    r"(?:\[?" + ISO_TIMESTAMP + r"\]?:?|" + SYSLOG_TIMESTAMP + r")[ \t]+|" + CTIME_TIMESTAMP + r"[ \t]*"
 )
 
 
@@ -301,12 +307,38 @@ def rank_from_path(path: str) -> int | None:
 
 
 _HOST_DISCOVERY = re.compile(
-    r"^(?:\[(?:rank|default)\d+\]:[ ]?)?(?:"
+    r"^(?:"
+    + RANK_TAG
+    + r")?(?:"
     + _HOST.pattern
-    + r"|([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] |\[([A-Za-z0-9][\w.-]*):\d+ *:\d+:\d+\])"
+    + r"|("
+    + NCCL_HOST
+    + r"):\d+:\d+ \[\d+\] |\[([A-Za-z0-9][\w.-]*):\d+ *:\d+:\d+\])"
     + r"|\b(?:host(?:name)?|node|hostname)\s*[:=]\s*([A-Za-z][\w-]*(?:\.[\w-]+)*)",
     re.MULTILINE,
 )
+
+
+# Hosts in bracketed prefixes, "[gpu-node-7:3]" (host:rank) or "[gpu-node-7:12345:0:1]"
+# (Open MPI / UCX host:pid), which discover_hosts does not look for. The name must hold a
+# digit or '-' (so "[main:0]" is no host); qualified names are masked by the FQDN rule.
+_BRACKET_HOST = re.compile(r"^(?:" + RANK_TAG + r")?\[([A-Za-z][\w-]*[\d-][\w.-]*):\d+(?:[ ]*:\d+)*\]", re.MULTILINE)
+# "[train_2.py:10]", "[rank3:0]", "[cuda-0:1]" are a source location, a rank or a device, not hosts.
+_NOT_BRACKET_HOST = re.compile(
+    r"(?i).*\.(?:py|pyx|c|cc|cpp|cxx|h|hh|hpp|cu|cuh|rs|go|java|js|ts|sh|log|txt|so|yaml|yml|json)"
+    r"|(?:rank|local_?rank|default|pid|tid|proc(?:ess)?|worker|cuda|device|dev)[-_]?\d*"
+)
+_NOT_HOSTS = frozenset({"localhost", "unknown", "none", "null", "n/a"})
+
+
+def bracket_hosts(text: str) -> set[str]:
+    """Hostnames of bracketed ``[host:rank]`` / ``[host:pid:...]`` line prefixes (readers that
+    keep whole files learn them with :func:`discover_hosts`; see ``masking.mask_files``)."""
+    return {
+        host
+        for host in (m.group(1) for m in _BRACKET_HOST.finditer(text))
+        if host.lower() not in _NOT_HOSTS and not _NOT_BRACKET_HOST.fullmatch(host)
+    }
 
 
 def discover_hosts(block: str) -> set[str]:

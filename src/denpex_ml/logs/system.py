@@ -23,6 +23,8 @@ from typing import Any
 
 import re2
 
+from denpex_ml.logs.patterns import HOSTNAME, SYSLOG_LINE_TIME
+
 __all__ = [
     "JOB_METADATA_KINDS",
     "MAX_SYSTEM_LINES",
@@ -106,7 +108,7 @@ def system_kind(name: str, head: bytes = b"") -> str | None:
     return None
 
 
-_HOSTLIKE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(?:[0-9]|-)[A-Za-z0-9_.-]*")
+_HOSTLIKE = re.compile(HOSTNAME)
 _NOT_HOST_DIR = re.compile(
     r"(?:rank|worker|proc|process|task|node_rank|local_rank|attempt|job|run|step|array|logs?|kernel|system|sys|"
     r"hosts?|nodes?|hardware|dmesg|journal|nvidia[-_]?smi|dcgm|slurm|out|err|stdout|stderr)[_.-]?\d*|"
@@ -143,8 +145,9 @@ def host_from_name(name: str) -> str | None:
 
 
 _SYSLOG_HOST = re2.compile(
-    rb"(?m)^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[0-9.,:+-]*Z?) "
-    rb"([A-Za-z][A-Za-z0-9_.-]*) (?:kernel|nvidia[\w-]*|nv-[\w-]+|dcgm\w*|systemd|nv-hostengine)(?:\[\d+\])?: "
+    b"(?m)^"
+    + SYSLOG_LINE_TIME.encode()
+    + rb" ([A-Za-z][A-Za-z0-9_.-]*) (?:kernel|nvidia[\w-]*|nv-[\w-]+|dcgm\w*|systemd|nv-hostengine)(?:\[\d+\])?: "
 )
 
 

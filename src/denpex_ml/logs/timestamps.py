@@ -10,10 +10,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-__all__ = ["ISO_TS_PREFIX", "parse_timestamp"]
+__all__ = ["parse_timestamp"]
 
-#: an ISO-8601 timestamp that starts a line, with the separator after it (``[2024-04-19 10:42:31,123] ``)
-ISO_TS_PREFIX = r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?[ \t]+"
 
 _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?")
 _GLOG = re.compile(r"(?<![\w])[IWEF](\d{1,2}?)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,9})")

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from denpex_ml.logs.patterns import SYSLOG_LINE_TIME
 from denpex_ml.logs.system import SystemLine
 from denpex_ml.taxonomy import Category, Entry, Taxonomy
 from denpex_ml.topology.parse import normalise_bus_id
@@ -33,7 +34,7 @@ _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+),\s*(.*)")
 _OFF_BUS = re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?([0-9a-fA-F:.]+)[: ].*fallen off the bus", re.I)
 _DMESG_TIME = re.compile(r"^\[\s*(\d+\.\d+)\]")
 _SYSLOG = re.compile(
-    r"^((?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?)|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[0-9.,:+-]*Z?) "
+    "^(" + SYSLOG_LINE_TIME + ") "
     r"((?:node|ip)-\d+) \S+?: "
 )
 _NIC = re.compile(r"\b(mlx5_core|mlx5_\d+|ib\d+|bnxt_re\d*|efa\d*)\b.*?(link (?:is )?down|LinkDown|port (?:state|error)"

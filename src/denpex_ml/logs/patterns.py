@@ -1,0 +1,58 @@
+"""Named regular-expression fragments that several readers of log lines share.
+
+Each fragment is a pattern *string* (no groups of its own, so it can be embedded anywhere,
+in ``re`` or RE2, as text or encoded to bytes); the modules that use one compile it into
+their own expressions. A format seen in a new log is taught here once, not in every reader.
+
+>>> import re
+>>> bool(re.fullmatch(ISO_TIMESTAMP, "2024-04-19T10:42:28.858+02:00"))
+True
+>>> bool(re.fullmatch(SYSLOG_TIMESTAMP, "Apr  9 10:42:28"))
+True
+>>> bool(re.fullmatch(HOSTNAME, "gpu-a17")), bool(re.fullmatch(HOSTNAME, "main"))
+(True, False)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CTIME_TIMESTAMP",
+    "HOSTNAME",
+    "HOST_PREFIX",
+    "HOST_PREFIX_SCREEN",
+    "ISO_TIMESTAMP",
+    "ISO_TS_PREFIX",
+    "NCCL_HOST",
+    "RANK_TAG",
+    "SYSLOG_LINE_TIME",
+    "SYSLOG_TIMESTAMP",
+]
+
+#: an ISO-8601 date and time, with optional fraction and zone (``2024-04-19 10:42:31,123``, ``...T...Z``)
+ISO_TIMESTAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+#: an ISO-8601 timestamp that starts a line, with the separator after it (``[2024-04-19 10:42:31,123] ``)
+ISO_TS_PREFIX = r"\[?" + ISO_TIMESTAMP + r"\]?:?[ \t]+"
+#: a syslog timestamp without a year (``Apr 19 10:42:28``, ``Apr  9 10:42:28``)
+SYSLOG_TIMESTAMP = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
+#: the time that starts a syslog / ``journalctl`` line before its host field (classic or ISO ``-o short-iso``)
+SYSLOG_LINE_TIME = r"(?:" + SYSLOG_TIMESTAMP + r"(?:\.\d+)?|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[0-9.,:+-]*Z?)"
+#: a ctime timestamp (``mpirun --timestamp-output``: ``Fri Apr 19 10:42:28 2024``)
+CTIME_TIMESTAMP = r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}"
+
+#: a torchrun ``--tee``/``--log-line-prefix`` rank tag that starts a line (``[rank3]: ``, ``[default0]:``)
+RANK_TAG = r"\[(?:rank|default)\d+\]:[ ]?"
+
+#: a host name as clusters write them: a letter first, and a digit or ``-`` in it (``gpu-a17``,
+#: ``node017``; ``main`` and ``localhost`` are no hosts)
+HOSTNAME = r"[A-Za-z][A-Za-z0-9_-]*[0-9-][A-Za-z0-9_.-]*"
+#: the host of a pdsh / DeepSpeed / ``mpirun --tag-output`` line prefix (before ``": "``): an IPv4
+#: address, ``ip-N``, a name with a digit before its first dot, or a hyphenated name. Possessive
+#: runs (never given back) keep a long name without ``": "`` linear, not quadratic (``re`` only).
+HOST_PREFIX = (
+    r"(?:\d{1,3}(?:\.\d{1,3}){3})|ip-\d+|(?:[A-Za-z](?:[^\W\d]|-)*+\d[\w.-]*+)"
+    r"|(?:[a-z][a-z0-9]*+(?:-[a-z0-9]++)++(?:\.[\w-]++)*+)"
+)
+#: the same for RE2 screens (no possessive runs): it matches every :data:`HOST_PREFIX` and a little more
+HOST_PREFIX_SCREEN = r"\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*"
+#: the host of an NCCL debug line (``gpu-a17:1234:1290 [3] NCCL INFO ...``)
+NCCL_HOST = r"[A-Za-z0-9][\w.-]*"
