@@ -13,11 +13,13 @@ from denpex_ml.batch.jobs import Batch, BatchLimits, Job, JobPattern, discover_j
 from denpex_ml.batch.results import FORMATS, JobResult, ResultSink, read_results
 
 if TYPE_CHECKING:
-    from denpex_ml.batch.score import ENGINES, ModelSpec, score_archive, score_job, score_jobs
+    from denpex_ml.batch.score import ENGINES, score_archive, score_jobs
+    from denpex_ml.batch.worker import ModelSpec, score_job
 
-#: names served lazily from :mod:`denpex_ml.batch.score` (it imports the model and scikit-learn;
-#: reading or reporting results must not pay for that)
-_FROM_SCORE = ("ENGINES", "ModelSpec", "score_archive", "score_job", "score_jobs")
+#: names served lazily from :mod:`denpex_ml.batch.score` and :mod:`denpex_ml.batch.worker` (they
+#: import the model and scikit-learn; reading or reporting results must not pay for that)
+_FROM_SCORE = ("ENGINES", "score_archive", "score_jobs")
+_FROM_WORKER = ("ModelSpec", "score_job")
 
 
 def __getattr__(name: str) -> Any:
@@ -25,6 +27,10 @@ def __getattr__(name: str) -> Any:
         from denpex_ml.batch import score
 
         return getattr(score, name)
+    if name in _FROM_WORKER:
+        from denpex_ml.batch import worker
+
+        return getattr(worker, name)
     raise AttributeError(f"module 'denpex_ml.batch' has no attribute {name!r}")
 
 

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from denpex_ml.batch.jobs import Job
 from denpex_ml.batch.results import JobResult
+from denpex_ml.batch.worker import ModelSpec, score_job, single_threaded
 from denpex_ml.errors import DependencyMissingError
 from denpex_ml.logs import IngestLimits
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-    from denpex_ml.batch.score import ModelSpec
 
 __all__ = ["score_on_ray"]
 
@@ -55,8 +54,6 @@ class _RayScorer:
     """A Ray Data actor: loads the model once, scores batches of jobs."""
 
     def __init__(self, spec: ModelSpec, limits: IngestLimits | None) -> None:
-        from denpex_ml.batch.score import single_threaded
-
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.model = spec.load()
         single_threaded()
@@ -64,8 +61,6 @@ class _RayScorer:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         import pyarrow as pa
-
-        from denpex_ml.batch.score import score_job
 
         results = [score_job(self.model, _decode(row), limits=self.limits) for row in batch.to_pylist()]
         return pa.table(
