@@ -221,7 +221,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # -- promotion gate ----------------------------------------------------------------------------
     Mutant(
         "gate-real-cv-comparison-off",
-        "src/denpex_ml/training/retraining.py",
+        "src/denpex_ml/training/promotion.py",
         "        base_cfg.real_data\n        and base_cfg.real_data == cand_cfg.real_data",
         "        False\n        and base_cfg.real_data == cand_cfg.real_data",
         ("tests/training/test_retrain.py", "-k", "gate_compares or gate_scores"),
@@ -229,9 +229,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "gate-holdout-off",
-        "src/denpex_ml/training/retraining.py",
-        "    if holdout:\n        from denpex_ml.dataset import load_incidents",
-        "    if False:\n        from denpex_ml.dataset import load_incidents",
+        "src/denpex_ml/training/promotion.py",
+        "    if holdout:\n        _holdout(report, pair, holdout)",
+        "    if False:\n        _holdout(report, pair, holdout)",
         ("tests/training/test_retrain.py", "-k", "gate_compares or gate_scores"),
         "the --holdout block of the promotion gate skipped",
     ),

@@ -18,7 +18,7 @@ from denpex_ml.incidents import IncidentStore
 from denpex_ml.model.core import load_model
 from denpex_ml.training import TrainConfig, retrain, train
 from denpex_ml.training.cache import FeatureStore
-from denpex_ml.training.retraining import GateReport, _class_rows, compare_models
+from denpex_ml.training.promotion import GateReport, class_rows, compare_models
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ def test_class_regressions_respect_tolerance_and_support() -> None:
         "c": {"f1": 0.78, "support": 10},
         "new": {"f1": 0.9, "support": 6},
     }
-    _class_rows(report, "set", base, cand, new_labels={"new"})
+    class_rows(report, "set", base, cand, new_labels={"new"})
     assert len(report.regressions) == 1 and "class a " in report.regressions[0]  # b: too few rows, c: within tolerance
     rows = {r["label"]: r for r in report.per_class["set"]}
     assert rows["new"]["new"] and rows["new"]["f1_base"] == 0.0

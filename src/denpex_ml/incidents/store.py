@@ -26,7 +26,7 @@ from denpex_ml.errors import (
     InvalidInputError,
     UnknownIncidentError,
 )
-from denpex_ml.incidents.collect import LogInput, collect
+from denpex_ml.incidents.collect import Collected, LogInput, collect
 from denpex_ml.logs.limits import IngestLimits
 from denpex_ml.logs.masking import Masker, mask_files, mask_secrets
 from denpex_ml.taxonomy import load_taxonomy
@@ -402,53 +402,16 @@ class IncidentStore:
             A malformed argument (``source`` type, ``meta``, log key, id, rank...).
         """
         label = self._check_label(label)
-        extra: dict[str, Any] = {}
-        if meta is not None:
-            if not isinstance(meta, Mapping):
-                raise InvalidInputError(f"meta must be a mapping, got {type(meta).__name__}")
-            reserved = sorted(set(meta) & set(RESERVED_META))
-            if reserved:
-                raise InvalidInputError(f"meta: {', '.join(reserved)} are set by the incident store; leave them out")
-            extra = dict(meta)
+        extra = _caller_meta(meta)
         if source_url is not None and (not isinstance(source_url, str) or not source_url.strip()):
             raise InvalidInputError(f"source_url must be a non-empty string, got {source_url!r}")
-
         collected = collect(source, self._limits)
         masker = Masker()
-        names, masked = mask_files(masker, collected.files)
-        skipped = [masker.mask(s) for s in collected.skipped]
-
-        total = sum(len(t.encode("utf-8")) for t in masked)
-        if total > self._max_bytes:
-            raise InputTooLargeError(
-                f"{self._describe(source)}: {total} bytes of masked log text, more than the store's "
-                f"max_bytes={self._max_bytes}"
-            )
-        if collected.single:
-            log: str | None = masked[0]
-            logs: dict[str, str] | None = None
-        else:
-            log, logs = None, {}
-            for name, text in zip(names, masked, strict=True):
-                why = check_log_key(name)
-                if why:
-                    raise DatasetError(f"{self._describe(source)}: field logs: {why}")
-                if name in logs:
-                    raise DatasetError(
-                        f"{self._describe(source)}: field logs: two files are both named {name!r} after masking"
-                    )
-                logs[name] = text
-
+        log, logs, skipped = self._masked_logs(source, collected, masker)
         content = content_sha256(Incident(id="x", label=label, source="x", log=log, logs=logs))
         now = _now()
         if incident_id is None:
             incident_id = f"inc-{now[:10].replace('-', '')}-{content[:8]}"
-        if source_url is not None:
-            source_text = mask_secrets(source_url.strip())
-        elif collected.basename is not None:
-            source_text = f"local:{masker.mask(collected.basename)}"
-        else:
-            source_text = f"local:{incident_id}"
         extra.update(
             {
                 "added": now,
@@ -462,12 +425,44 @@ class IncidentStore:
         incident = Incident(
             id=incident_id,
             label=label,
-            source=source_text,
+            source=_source_text(source_url, collected, masker, incident_id),
             log=log,
             logs=logs,
             initiating_rank=initiating_rank,
             meta=extra,
         )
+        self._insert(incident, content, source)
+        return incident
+
+    def _masked_logs(
+        self, source: LogInput, collected: Collected, masker: Masker
+    ) -> tuple[str | None, dict[str, str] | None, list[str]]:
+        """``log`` (one file) or ``logs`` (name -> text), masked, and the skipped members, masked;
+        refuses text over ``max_bytes`` and names that clash or are unsafe after masking."""
+        names, masked = mask_files(masker, collected.files)
+        skipped = [masker.mask(s) for s in collected.skipped]
+        total = sum(len(t.encode("utf-8")) for t in masked)
+        if total > self._max_bytes:
+            raise InputTooLargeError(
+                f"{self._describe(source)}: {total} bytes of masked log text, more than the store's "
+                f"max_bytes={self._max_bytes}"
+            )
+        if collected.single:
+            return masked[0], None, skipped
+        logs: dict[str, str] = {}
+        for name, text in zip(names, masked, strict=True):
+            why = check_log_key(name)
+            if why:
+                raise DatasetError(f"{self._describe(source)}: field logs: {why}")
+            if name in logs:
+                raise DatasetError(
+                    f"{self._describe(source)}: field logs: two files are both named {name!r} after masking"
+                )
+            logs[name] = text
+        return None, logs, skipped
+
+    def _insert(self, incident: Incident, content: str, source: LogInput) -> None:
+        """Append ``incident`` under the lock; refuses the same content or id stored already."""
         with self._locked():
             snapshot = self._load()
             for existing in snapshot.incidents:
@@ -482,7 +477,6 @@ class IncidentStore:
                     f"{self.file}: field id: incident id {incident.id!r} is already taken", incident.id
                 )
             self._write([*snapshot.incidents, incident])
-        return incident
 
     def relabel(self, incident_id: str, label: str) -> Incident:
         """Change an incident's label; the change is appended to ``meta["label_history"]``.
@@ -534,3 +528,25 @@ class IncidentStore:
     @staticmethod
     def _describe(source: LogInput) -> str:
         return "log mapping" if isinstance(source, Mapping) else str(source)
+
+
+def _caller_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of the caller's ``meta``; the keys the store sets itself (:data:`RESERVED_META`) are refused."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        raise InvalidInputError(f"meta must be a mapping, got {type(meta).__name__}")
+    reserved = sorted(set(meta) & set(RESERVED_META))
+    if reserved:
+        raise InvalidInputError(f"meta: {', '.join(reserved)} are set by the incident store; leave them out")
+    return dict(meta)
+
+
+def _source_text(source_url: str | None, collected: Collected, masker: Masker, incident_id: str) -> str:
+    """The incident's provenance: the URL with secrets masked, else ``local:<masked file name>``,
+    else (a mapping) ``local:<incident id>``."""
+    if source_url is not None:
+        return mask_secrets(source_url.strip())
+    if collected.basename is not None:
+        return f"local:{masker.mask(collected.basename)}"
+    return f"local:{incident_id}"

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from denpex_ml.dataset import Incident, load_incidents
+from denpex_ml.errors import InvalidInputError
 from denpex_ml.logs import LogBundle, read_logs
 from denpex_ml.synthetic import HELD_OUT_LAUNCHERS, HELD_OUT_MSG_VERSIONS, make_splits
 from denpex_ml.taxonomy import Taxonomy
 
-__all__ = ["Example", "build_data", "incident_bundle"]
+__all__ = ["Example", "build_data", "incident_bundle", "incident_files"]
 
 
 @dataclass
@@ -75,3 +77,13 @@ def build_data(
     out["user"] = [example_from_incident(i, "user") for i in load_incidents(extra, labels=labels)] if extra else []
     return out
 
+
+def incident_files(paths: Sequence[str | Path]) -> list[str]:
+    """Incident JSONL files or label folders; an incident store directory means its JSONL."""
+    out: list[str] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise InvalidInputError(f"retrain: incidents {p} do not exist")
+        store_file = p / "incidents.jsonl"
+        out.append(str(store_file if p.is_dir() and store_file.exists() else p))
+    return out
