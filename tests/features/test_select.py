@@ -1,0 +1,42 @@
+"""features/select.py: line templates and which lines of a job are shown as evidence."""
+
+from __future__ import annotations
+
+from denpex_ml.features import FingerprintMatcher, select_lines, template
+from denpex_ml.logs import read_logs
+from denpex_ml.taxonomy import load_taxonomy
+
+JOB = (
+    "[rank0]: step 1 loss 2.31\n"
+    "[rank0]: step 2 loss 2.29\n"
+    "[rank1]: step 1 loss 2.30\n"
+    "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB\n"
+)
+
+
+def test_template_drops_the_timestamp_header_and_numbers() -> None:
+    a = template("2024-04-19T10:42:28.858Z [Rank 3] ran for 600011 ms")
+    b = template("2024-04-20T11:00:00.000Z [Rank 7] ran for 12 ms")
+    assert a == b == "[Rank <n>] ran for <n> ms"
+
+
+def test_template_folds_spaces_and_caps_the_length() -> None:
+    assert template("a  \t b") == "a b"
+    assert len(template("x" * 1000)) == 400
+
+
+def test_root_cause_lines_lead_and_repeats_are_one_template() -> None:
+    bundle = read_logs(text=JOB)
+    hits = FingerprintMatcher(load_taxonomy()).scan(ln for s in bundle.streams.values() for ln in s.lines)
+    selected = select_lines(bundle, hits)
+    first = selected[0]
+    assert "CUDA out of memory" in first.line.text and first.line.rank == 1
+    assert any("root-cause fingerprint of cuda-oom" in r for r in first.reasons)
+    assert first.count >= 2  # the two OOM lines share one template
+    assert len({s.template for s in selected}) == len(selected)
+
+
+def test_max_lines_bounds_the_selection() -> None:
+    bundle = read_logs(text=JOB)
+    assert len(select_lines(bundle, [], max_lines=1)) == 1
