@@ -8,12 +8,12 @@ model itself; the report names the model, the data (with hashes) and the splits.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from sklearn.model_selection import GroupKFold
 from denpex_ml.baselines import RuleBaseline, TfidfBaseline, bundle_text
 from denpex_ml.dataset.io import data_path_exists
 from denpex_ml.evaluation.baselines import BASELINES, GPUAlertBaseline, ZeroShotBaseline, gpualert_version
-from denpex_ml.evaluation.datasets import Pool, build_pools, data_hash, synthetic_train
+from denpex_ml.evaluation.datasets import EvalSet, Pool, build_pools, data_hash, synthetic_train
 from denpex_ml.evaluation.measures import Measured, group_metrics, measure
 from denpex_ml.evaluation.prequential import load_prequential
 from denpex_ml.model.core import DenpexModel, load_model
@@ -32,16 +32,12 @@ from denpex_ml.model.featurize import JobAnalysis
 from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import incident_bundle
+from denpex_ml.training.progress import Progress, no_progress
 from denpex_ml.training.trainer import FeatureSet, concat_features, featurize, fit_head, sample_weights
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]
 
 log = logging.getLogger(__name__)
-Progress = Callable[[str, int], Callable[[], None]]
-
-
-def _no_progress(_name: str, _total: int) -> Callable[[], None]:
-    return lambda: None
 
 
 @dataclass
@@ -273,23 +269,85 @@ def _model_info(model: DenpexModel, model_dir: str | None) -> dict[str, Any]:
     }
 
 
-def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalResult:
-    """Evaluate a model and the baselines on every data set; see the module docstring."""
+def evaluate(config: EvalConfig, *, progress: Progress = no_progress) -> EvalResult:
+    """Evaluate a model and the baselines on every data set; see the module docstring.
+
+    The steps: the data sets (:func:`_data_sets`), the model on every pool (:func:`_score`),
+    the synthetic training features when a step refits something, the real incidents'
+    out-of-fold scores (:func:`_real_cross_validation`), the baselines (:func:`_score_baselines`)
+    and every system measured on every data set (:func:`_measure`).
+    """
     t_start = time.perf_counter()
     model = load_model(config.model_dir)
-    labels = list(model.labels)
-    index = {lab: i for i, lab in enumerate(labels)}
-    mcfg = dict(model.manifest.get("config", {}))
-    tcfg = TrainConfig.from_dict({**mcfg, "real_data": None, "extra_data": ()})
-    real_path = mcfg.get("real_data") if config.real_data == "" else config.real_data
+    run = _Run(model, config, progress)
     notes: list[str] = []
+    pools, sets, trained_real = _data_sets(run, notes)
+    scored = {name: _score(model, pool, run.index, progress) for name, pool in pools.items()}
+    ablation: dict[str, dict[str, float]] = {}
+    train_fs: FeatureSet | None = None
+    if "tfidf" in config.baselines or (config.real_cv and "real" in pools):
+        train_ex = synthetic_train(run.mcfg, model.taxonomy)
+        train_fs = featurize(
+            model.featurizer, train_ex, run.index, keep=False, progress=progress, name="synthetic train"
+        )
+    if "real" in pools and config.real_cv and train_fs is not None:
+        ablation = _real_cross_validation(run, pools["real"], scored["real"], train_fs, notes)
+    gpu_version = _score_baselines(run, pools, scored, train_fs, trained_real)
+    measured, data = _measure(run, pools, scored, sets)
+    systems = {
+        "model": f"denpex_ml model {Path(config.model_dir).name if config.model_dir else 'default'}",
+        "rule": "taxonomy fingerprint regexes only",
+        "tfidf": "TF-IDF + logistic regression on the whole log",
+        "zeroshot": "nearest taxonomy entry by embedding similarity",
+        "gpualert": f"GPUAlert {gpu_version}" if gpu_version else "GPUAlert: not installed",
+    }
+    systems = {k: v for k, v in systems.items() if k == "model" or k in config.baselines}
+    return EvalResult(
+        config=config,
+        model=_model_info(model, config.model_dir),
+        labels=run.labels,
+        data=data,
+        measured=measured,
+        systems=systems,
+        seconds=time.perf_counter() - t_start,
+        notes=notes,
+        prequential=load_prequential(config.prequential_dir) if config.prequential_dir else [],
+        ablation=ablation,
+    )
+
+
+class _Run:
+    """What every step of one evaluation shares: the model, its labels and training recipe."""
+
+    def __init__(self, model: DenpexModel, config: EvalConfig, progress: Progress) -> None:
+        self.model = model
+        self.config = config
+        self.progress = progress
+        self.labels = list(model.labels)
+        self.index = {lab: i for i, lab in enumerate(self.labels)}
+        self.mcfg = dict(model.manifest.get("config", {}))
+        self.tcfg = TrainConfig.from_dict({**self.mcfg, "real_data": None, "extra_data": ()})
+
+    @functools.cached_property
+    def entry_emb(self) -> np.ndarray:
+        """The taxonomy entries embedded (zero-shot baseline, head refits)."""
+        return np.asarray(
+            self.model.encoder.encode([self.model.taxonomy.get(lab).text_for_search() for lab in self.labels])
+        )
+
+
+def _data_sets(run: _Run, notes: list[str]) -> tuple[dict[str, Pool], list[EvalSet], bool]:
+    """The pools of jobs, the data sets measured on them, and whether the model trained on the
+    real incidents; why a set is left out or not held-out goes to ``notes``."""
+    config, mcfg = run.config, run.mcfg
+    real_path = mcfg.get("real_data") if config.real_data == "" else config.real_data
     if real_path and not all(data_path_exists(p) for p in ([real_path] if isinstance(real_path, str) else real_path)):
         notes.append(f"real data {real_path} not found: real and real-unknown rows left out")
         real_path = None
     trained_real = bool(real_path) and real_path == mcfg.get("real_data")
     pools, sets = build_pools(
         mcfg,
-        model.taxonomy,
+        run.model.taxonomy,
         per_class_test=config.per_class_test,
         real_data=real_path,
         real_trained_on=trained_real,
@@ -301,71 +359,80 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
     if "real" in pools and pools["real"].trained_on and not config.real_cv:
         sets = [s for s in sets if s.name != "real"]
         notes.append("real: left out (the model trained on these incidents; run with --real-cv)")
+    return pools, sets, trained_real
 
-    scored = {name: _score(model, pool, index, progress) for name, pool in pools.items()}
-    ablation: dict[str, dict[str, float]] = {}
 
-    entry_emb = model.encoder.encode([model.taxonomy.get(lab).text_for_search() for lab in labels])
-    need_train = "tfidf" in config.baselines or (config.real_cv and "real" in pools)
-    train_fs: FeatureSet | None = None
-    if need_train:
-        train_ex = synthetic_train(mcfg, model.taxonomy)
-        train_fs = featurize(model.featurizer, train_ex, index, keep=False, progress=progress, name="synthetic train")
-
-    # real incidents: out-of-fold model and TF-IDF scores, grouped by source thread
-    if "real" in pools and config.real_cv and train_fs is not None:
-        pool, s = pools["real"], scored["real"]
-        real_fs = s.features(pool)
-        folds = min(tcfg.cv_folds, len(set(real_fs.groups)))
-        oof = np.zeros_like(s.proba)
-        tf_oof = np.zeros_like(s.proba)
-        abl_oof = {name: np.zeros_like(s.proba) for name, _ in (ABLATIONS if config.ablation else ())}
-        tick = progress("cross-validating on real incidents", folds)
-        for tr, te in GroupKFold(folds).split(real_fs.X, real_fs.y, real_fs.groups):
-            fold_fs = concat_features(train_fs, real_fs.subset(np.isin(np.arange(len(real_fs)), tr)))
-            head = fit_head(fold_fs, model.head.layout, entry_emb, tcfg, model.head.hang_affinity)
-            oof[te] = head.predict_proba(real_fs.X[te])
-            for name, feats in ABLATIONS if config.ablation else ():
-                part = fit_head(fold_fs, model.head.layout, entry_emb, tcfg, model.head.hang_affinity, feats)
-                abl_oof[name][te] = part.predict_proba(real_fs.X[te])
-            if "tfidf" in config.baselines:
-                tf_oof[te] = _fit_tfidf(fold_fs, labels, tcfg.real_weight).predict_proba([s.texts[i] for i in te])
-            tick()
-        _rediagnose(model, s, oof, pool, index)
+def _real_cross_validation(
+    run: _Run, pool: Pool, s: _Scored, train_fs: FeatureSet, notes: list[str]
+) -> dict[str, dict[str, float]]:
+    """Real incidents: out-of-fold model and TF-IDF scores, grouped by source thread (the head
+    refitted per fold); with ``config.ablation``, the figures of each part of the head."""
+    model, config, tcfg, labels = run.model, run.config, run.tcfg, run.labels
+    real_fs = s.features(pool)
+    folds = min(tcfg.cv_folds, len(set(real_fs.groups)))
+    oof = np.zeros_like(s.proba)
+    tf_oof = np.zeros_like(s.proba)
+    abl_oof = {name: np.zeros_like(s.proba) for name, _ in (ABLATIONS if config.ablation else ())}
+    tick = run.progress("cross-validating on real incidents", folds)
+    for tr, te in GroupKFold(folds).split(real_fs.X, real_fs.y, real_fs.groups):
+        fold_fs = concat_features(train_fs, real_fs.subset(np.isin(np.arange(len(real_fs)), tr)))
+        head = fit_head(fold_fs, model.head.layout, run.entry_emb, tcfg, model.head.hang_affinity)
+        oof[te] = head.predict_proba(real_fs.X[te])
+        for name, feats in ABLATIONS if config.ablation else ():
+            part = fit_head(fold_fs, model.head.layout, run.entry_emb, tcfg, model.head.hang_affinity, feats)
+            abl_oof[name][te] = part.predict_proba(real_fs.X[te])
         if "tfidf" in config.baselines:
-            s.baselines["tfidf"] = tf_oof
-        if config.ablation:
-            rules = RuleBaseline(model.matcher).predict_proba([a.bundle for a in s.analyses])
-            ablation["rules only (fingerprints)"] = _top_metrics(rules, s.y, labels)
-            for name, P in abl_oof.items():
-                ablation[name] = _top_metrics(P, s.y, labels)
-            ablation["+ stage-1 classifier (the model)"] = _top_metrics(oof, s.y, labels)
-        notes.append(f"real: {folds}-fold GroupKFold by source thread, head refitted per fold")
+            tf_oof[te] = _fit_tfidf(fold_fs, labels, tcfg.real_weight).predict_proba([s.texts[i] for i in te])
+        tick()
+    _rediagnose(model, s, oof, pool, run.index)
+    if "tfidf" in config.baselines:
+        s.baselines["tfidf"] = tf_oof
+    ablation: dict[str, dict[str, float]] = {}
+    if config.ablation:
+        rules = RuleBaseline(model.matcher).predict_proba([a.bundle for a in s.analyses])
+        ablation["rules only (fingerprints)"] = _top_metrics(rules, s.y, labels)
+        for name, P in abl_oof.items():
+            ablation[name] = _top_metrics(P, s.y, labels)
+        ablation["+ stage-1 classifier (the model)"] = _top_metrics(oof, s.y, labels)
+    notes.append(f"real: {folds}-fold GroupKFold by source thread, head refitted per fold")
+    return ablation
 
-    # baselines on every pool
+
+def _score_baselines(
+    run: _Run, pools: dict[str, Pool], scored: dict[str, _Scored], train_fs: FeatureSet | None, trained_real: bool
+) -> str | None:
+    """Every chosen baseline on every pool (TF-IDF fitted on the synthetic training split, plus
+    the real incidents when the model trained on them); returns the GPUAlert version, if installed."""
+    model, baselines, labels = run.model, run.config.baselines, run.labels
     rule = RuleBaseline(model.matcher)
-    zeroshot = ZeroShotBaseline(entry_emb)
+    zeroshot = ZeroShotBaseline(run.entry_emb)
     d = model.encoder.dim
     gpu_version = gpualert_version()
-    gpu = GPUAlertBaseline(labels) if "gpualert" in config.baselines and gpu_version else None
+    gpu = GPUAlertBaseline(labels) if "gpualert" in baselines and gpu_version else None
     tfidf = None
-    if "tfidf" in config.baselines and train_fs is not None:
+    if "tfidf" in baselines and train_fs is not None:
         fit_fs = train_fs
         if "real" in pools and trained_real:
             fit_fs = concat_features(train_fs, scored["real"].features(pools["real"]))
-        tfidf = _fit_tfidf(fit_fs, labels, tcfg.real_weight)
+        tfidf = _fit_tfidf(fit_fs, labels, run.tcfg.real_weight)
     for name, pool in pools.items():
         s = scored[name]
-        if "rule" in config.baselines:
+        if "rule" in baselines:
             s.baselines["rule"] = rule.predict_proba([a.bundle for a in s.analyses]) if len(s.y) else s.proba * 0
-        if "zeroshot" in config.baselines:
+        if "zeroshot" in baselines:
             s.baselines["zeroshot"] = zeroshot.predict_proba(model.head.layout.embedding(s.X)[:, :d])
         if gpu is not None:
             s.baselines["gpualert"] = gpu.predict_proba([e.source for e in pool.examples])
         if tfidf is not None and "tfidf" not in s.baselines:
             s.baselines["tfidf"] = tfidf.predict_proba(s.texts)
+    return gpu_version
 
-    # measure every system on every data set
+
+def _measure(
+    run: _Run, pools: dict[str, Pool], scored: dict[str, _Scored], sets: list[EvalSet]
+) -> tuple[dict[str, dict[str, Measured]], dict[str, dict[str, Any]]]:
+    """Every system measured on every data set, and what each data set is (size, classes, hash)."""
+    labels = run.labels
     measured: dict[str, dict[str, Measured]] = {}
     data: dict[str, dict[str, Any]] = {}
     for es in sets:
@@ -397,33 +464,14 @@ def evaluate(config: EvalConfig, *, progress: Progress = _no_progress) -> EvalRe
             "n_classes": len(set(y[y >= 0].tolist())),
             "hash": data_hash(ex),
         }
-    systems = {
-        "model": f"denpex_ml model {Path(config.model_dir).name if config.model_dir else 'default'}",
-        "rule": "taxonomy fingerprint regexes only",
-        "tfidf": "TF-IDF + logistic regression on the whole log",
-        "zeroshot": "nearest taxonomy entry by embedding similarity",
-        "gpualert": f"GPUAlert {gpu_version}" if gpu_version else "GPUAlert: not installed",
-    }
-    systems = {k: v for k, v in systems.items() if k == "model" or k in config.baselines}
-    return EvalResult(
-        config=config,
-        model=_model_info(model, config.model_dir),
-        labels=labels,
-        data=data,
-        measured=measured,
-        systems=systems,
-        seconds=time.perf_counter() - t_start,
-        notes=notes,
-        prequential=load_prequential(config.prequential_dir) if config.prequential_dir else [],
-        ablation=ablation,
-    )
+    return measured, data
 
 
 def run_eval(
     config: EvalConfig,
     out: str | Path,
     *,
-    progress: Progress = _no_progress,
+    progress: Progress = no_progress,
     track: bool = False,
     experiment: str = "denpex-ml-eval",
 ) -> EvalResult:
