@@ -23,18 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.browser import CHROMIUM, launch
 from bench.common import MB, REPO, machine_notes, progress
-
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def make_rows(n: int, seed: int = 0) -> list[Any]:
@@ -111,7 +101,7 @@ def browser_times(path: Path) -> dict[str, float]:
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             t = time.perf_counter()
@@ -165,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_notes(),
     }
     if not args.no_browser:
-        if not Path("/usr/bin/chromium").exists():
-            progress("report", "no /usr/bin/chromium: apt-get install -y --no-install-recommends chromium")
+        if not CHROMIUM.exists():
+            progress("report", f"no {CHROMIUM}: apt-get install -y --no-install-recommends chromium")
         else:
             progress("report", "opening it in headless Chromium")
             out.update(browser_times(html))

@@ -1,6 +1,7 @@
 """Headless Chromium for the browser tests: the system binary driven by Playwright.
 
-Playwright's own browser download is never used; the tests skip (with how to install it) when
+How it is started is :mod:`bench.browser` (shared with the report benchmark); Playwright's
+own browser download is never used. The tests skip (with how to install it) when
 ``/usr/bin/chromium`` or the ``playwright`` package is missing, unless
 ``DENPEX_REQUIRE_BROWSER=1`` (set by ``.ci/run`` once it installed Chromium): then they fail.
 """
@@ -8,6 +9,7 @@ Playwright's own browser download is never used; the tests skip (with how to ins
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,17 +17,12 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = Path(os.environ.get("DENPEX_CHROMIUM", "/usr/bin/chromium"))
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # ``bench`` lives next to src/, not in the installed package
+    sys.path.insert(0, str(REPO))
+
+from bench.browser import CHROMIUM, launch  # noqa: E402 - after the path above
+
 INSTALL_HINT = (
     "needs headless Chromium at {path}: install it with `apt-get install -y --no-install-recommends chromium` "
     "(Debian/Ubuntu, as root) and Playwright's Python package with `pip install -e '.[test]'` "
@@ -49,7 +46,7 @@ def chromium() -> Iterator[Any]:
     except ImportError:
         _missing(INSTALL_HINT.format(path=CHROMIUM))
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = launch(pw)
         try:
             yield browser
         finally:
