@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 __all__ = [
     "SIDECAR_NAME",
     "from_hf_dataset",
+    "keep_unique",
     "load_incidents",
+    "parse_jsonl",
     "to_hf_dataset",
     "write_jsonl",
 ]
@@ -153,14 +155,7 @@ def load_incidents(
         else:
             raise DatasetError(f"{path}: no such file or directory")
         for where, incident in found:
-            first = seen.get(incident.id)
-            if first is not None:
-                problems.add(
-                    DatasetError(f"{where} (id {incident.id!r}): field id: duplicate id, first seen at {first}")
-                )
-                continue
-            seen[incident.id] = where
-            incidents.append(incident)
+            keep_unique(incident, where, where, seen, incidents, problems.add)
     problems.raise_if_any()
     logger.debug("loaded %d incidents", len(incidents))
     return incidents
@@ -171,25 +166,58 @@ def _read_jsonl(path: Path, labels: frozenset[str], problems: _Problems) -> list
         handle = path.open(encoding="utf-8")
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    found: list[tuple[str, Incident]] = []
     with handle:
         try:
-            for lineno, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    problems.add(DatasetError(f"{where}: bad JSON: {exc.msg} at column {exc.colno}"))
-                    continue
-                try:
-                    found.append((where, Incident.from_dict(raw, labels=labels, where=where)))
-                except DatasetError as exc:
-                    problems.add(exc)
+            return [(where, incident) for _, where, incident in parse_jsonl(handle, str(path), labels, problems.add)]
         except UnicodeDecodeError as exc:
             raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    return found
+
+
+def keep_unique(
+    incident: Incident,
+    where: str,
+    place: str,
+    seen: dict[str, str],
+    incidents: list[Incident],
+    problem: Callable[[DatasetError], None],
+) -> None:
+    """Append ``incident`` unless its id was ``seen`` (then a problem naming where it was first
+    seen); ``place`` is how a later duplicate names this one (``file:line``, ``row N``, ``line N``)."""
+    first = seen.get(incident.id)
+    if first is not None:
+        problem(DatasetError(f"{where} (id {incident.id!r}): field id: duplicate id, first seen at {first}"))
+        return
+    seen[incident.id] = place
+    incidents.append(incident)
+
+
+def parse_jsonl(
+    lines: Iterable[str],
+    name: str,
+    labels: frozenset[str] | None,
+    problem: Callable[[DatasetError], None],
+) -> Iterator[tuple[int, str, Incident]]:
+    """``(line number, "name:line", incident)`` of every valid record of incident JSONL lines.
+
+    The one parser of the format (dataset files and the incident store): blank lines are passed
+    over; a line that is not JSON or not a valid record goes to ``problem`` (the caller
+    collects them) and the next line is read. ``labels=None`` checks no label.
+    """
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{name}:{lineno}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problem(DatasetError(f"{where}: bad JSON: {exc.msg} at column {exc.colno}"))
+            continue
+        try:
+            incident = Incident.from_dict(raw, labels=labels, where=where)
+        except DatasetError as exc:
+            problem(exc)
+            continue
+        yield lineno, where, incident
 
 
 def _read_text(path: Path) -> str:
@@ -377,12 +405,6 @@ def from_hf_dataset(
         except DatasetError as exc:
             problems.add(exc)
             continue
-        if incident.id in seen:
-            problems.add(
-                DatasetError(f"{where} (id {incident.id!r}): field id: duplicate id, first seen at {seen[incident.id]}")
-            )
-            continue
-        seen[incident.id] = where
-        incidents.append(incident)
+        keep_unique(incident, where, where, seen, incidents, problems.add)
     problems.raise_if_any()
     return incidents

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from denpex_ml.dataset.incident import Incident, _check_label, check_log_key
-from denpex_ml.dataset.io import write_jsonl
+from denpex_ml.dataset.io import keep_unique, parse_jsonl, write_jsonl
 from denpex_ml.errors import (
     DatasetError,
     DatasetLabelError,
@@ -197,28 +197,13 @@ class IncidentStore:
             raise DatasetError(f"{self.file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
         incidents: list[Incident] = []
         problems: list[str] = []
-        seen: dict[str, int] = {}
-        for lineno, line in enumerate(text.split("\n"), start=1):
-            if not line.strip():
-                continue
-            where = f"{self.file}:{lineno}"
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append(f"{where}: bad JSON: {exc.msg} at column {exc.colno}")
-                continue
-            try:
-                incident = Incident.from_dict(raw, labels=None, where=where)
-            except DatasetError as exc:
-                problems.append(str(exc))
-                continue
-            if incident.id in seen:
-                problems.append(
-                    f"{where} (id {incident.id!r}): field id: duplicate id, first seen at line {seen[incident.id]}"
-                )
-                continue
-            seen[incident.id] = lineno
-            incidents.append(incident)
+        seen: dict[str, str] = {}
+
+        def problem(exc: DatasetError) -> None:
+            problems.append(str(exc))
+
+        for lineno, where, incident in parse_jsonl(text.split("\n"), str(self.file), None, problem):
+            keep_unique(incident, where, f"line {lineno}", seen, incidents, problem)
         if problems:
             head = f"{self.file}: {len(problems)} invalid incident record(s):\n" if len(problems) > 1 else ""
             raise DatasetError(head + "\n".join(problems[:50]))

@@ -38,6 +38,14 @@ def _num(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".")
 
 
+def _svg_open(kind: str, width: int, height: int) -> str:
+    """The opening tag of a chart of ``kind`` (``hbar``, ``vbar``, ``stacked``)."""
+    return (
+        f'<svg class="chart {kind}" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        'xmlns="http://www.w3.org/2000/svg">'
+    )
+
+
 def hbar_chart(bars: Sequence[Bar], *, width: int = 640, row: int = 22, label_width: int = 260) -> Markup:
     """Horizontal bars, one per row, the value printed after each bar."""
     if not bars:
@@ -45,10 +53,7 @@ def hbar_chart(bars: Sequence[Bar], *, width: int = 640, row: int = 22, label_wi
     top = max(b.value for b in bars) or 1.0
     plot = width - label_width - 60
     height = row * len(bars) + 4
-    parts = [
-        f'<svg class="chart hbar" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        'xmlns="http://www.w3.org/2000/svg">'
-    ]
+    parts = [_svg_open("hbar", width, height)]
     for i, b in enumerate(bars):
         y = i * row + 2
         w = max(plot * b.value / top, 1.0)
@@ -73,10 +78,7 @@ def vbar_chart(bars: Sequence[Bar], *, width: int = 640, height: int = 180) -> M
     n = len(bars)
     step = (width - 20) / n
     plot = height - 40
-    parts = [
-        f'<svg class="chart vbar" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        'xmlns="http://www.w3.org/2000/svg">'
-    ]
+    parts = [_svg_open("vbar", width, height)]
     for i, b in enumerate(bars):
         x = 10 + i * step
         h = plot * b.value / top
@@ -100,10 +102,7 @@ def stacked_columns(columns: Sequence[Stack], *, width: int = 760, height: int =
     n = len(columns)
     step = (width - 20) / n
     plot = height - 56
-    parts = [
-        f'<svg class="chart stacked" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        'xmlns="http://www.w3.org/2000/svg">'
-    ]
+    parts = [_svg_open("stacked", width, height)]
     for i, name in enumerate(names):
         parts.append(
             f'<rect x="{10 + i * 120}" y="2" width="10" height="10" fill="{SERIES[name]}"></rect>'
