@@ -111,3 +111,19 @@ def test_importing_the_library_and_classifying_pulls_no_heavy_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+#: modules that may open a tar or zip themselves: the one archive reader; model persistence
+#: (an ``.npz`` is a zip of arrays, not a log archive); the log generator (it writes archives)
+ARCHIVE_OPENERS = {"logs/archives.py", "model/persistence.py"}
+
+
+def test_archives_are_opened_by_the_one_archive_reader() -> None:
+    bad = sorted(
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if p.relative_to(SRC).as_posix() not in ARCHIVE_OPENERS
+        and p.relative_to(SRC).parts[0] != "synthetic"
+        and any(call in p.read_text(encoding="utf-8") for call in ("tarfile.open(", "zipfile.ZipFile("))
+    )
+    assert not bad, f"open archives through denpex_ml.logs.archives: {bad}"
