@@ -20,7 +20,7 @@ from denpex_ml.batch import (
     read_results,
     score_archive,
 )
-from denpex_ml.batch.score import _Pool
+from denpex_ml.batch.score import WorkerPool
 from denpex_ml.cli import main
 from denpex_ml.cli.console import EXIT_INPUT_ERROR, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
 from denpex_ml.errors import InvalidInputError, LogNotFoundError, WorkerCrashedError
@@ -300,7 +300,7 @@ def test_a_job_that_kills_its_worker_is_an_error_row_and_the_rest_are_scored(
     (root / "job-p.log").write_text("[rank0]: POISON-KILLS-WORKER\n")
     for i in range(4):
         (root / f"job-q{i}.log").write_text(OOM)
-    pool = _Pool(2, CrashingSpec(str(tiny_model_dir)), None)
+    pool = WorkerPool(2, CrashingSpec(str(tiny_model_dir)), None)
     rows = {r.job_id: r for r in pool.run(discover_jobs(root))}
     assert len(rows) == 8
     assert rows["job-p.log"].error_type == "WorkerCrashedError"
@@ -313,7 +313,7 @@ def test_workers_that_cannot_work_end_the_batch_with_a_typed_error(tmp_path: Pat
     for i in range(5):
         (root / f"j{i}.log").write_text("[rank0]: POISON-KILLS-WORKER\n")
     with pytest.raises(WorkerCrashedError, match="in a row"):
-        list(_Pool(2, CrashingSpec(str(tiny_model_dir)), None).run(discover_jobs(root)))
+        list(WorkerPool(2, CrashingSpec(str(tiny_model_dir)), None).run(discover_jobs(root)))
 
 
 def test_parquet_nested_fields_are_arrow_lists_and_structs(tmp_path: Path) -> None:

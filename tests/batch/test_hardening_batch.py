@@ -24,7 +24,8 @@ import pytest
 import denpex_ml.batch.results as results_mod
 from denpex_ml.batch import JobResult, ModelSpec, ResultSink, discover_jobs, read_results, score_jobs
 from denpex_ml.batch.results import check_output_path
-from denpex_ml.batch.score import _Pool, score_job
+from denpex_ml.batch.score import WorkerPool
+from denpex_ml.batch.worker import score_job
 from denpex_ml.cli import main
 from denpex_ml.cli.console import EXIT_INPUT_ERROR, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
 from denpex_ml.errors import InvalidInputError, OutputPathError, OutputWriteError
@@ -97,7 +98,7 @@ def _rows(n: int) -> list[JobResult]:
 # -- job time limit ------------------------------------------------------------------------------
 def test_a_job_over_the_time_limit_is_a_timeout_row_its_worker_replaced(tmp_path: Path) -> None:
     root = _jobs(tmp_path / "jobs", slow=1, ok=4)
-    pool = _Pool(2, FakeSpec("unused"), None, job_timeout=2.0)
+    pool = WorkerPool(2, FakeSpec("unused"), None, job_timeout=2.0)
     first = pool.executor
     rows = {r.job_id: r for r in pool.run(discover_jobs(root))}
     assert len(rows) == 5

@@ -33,7 +33,7 @@ from denpex_ml.model.core import DenpexModel
 from denpex_ml.model.persistence import read_model_dir
 from denpex_ml.topology.nodes import HostRegistry, NodeSummary
 
-__all__ = ["DEFAULT_JOB_TIMEOUT", "ENGINES", "ModelSpec", "score_archive", "score_job", "score_jobs"]
+__all__ = ["DEFAULT_JOB_TIMEOUT", "ENGINES", "WorkerPool", "score_archive", "score_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def worker_context() -> BaseContext:
     return ctx
 
 
-class _Pool:
+class WorkerPool:
     """A process pool that survives workers dying and jobs that never end.
 
     When a worker dies (killed for memory, a crash in native code) the pool is rebuilt and
@@ -284,7 +284,7 @@ def _score_jobs(
         return
     spec = ModelSpec.of(model, taxonomy_dirs)
     read_model_dir(spec.path)  # a missing or corrupt model is a typed error here, not dying workers
-    yield from _Pool(workers, spec, limits, job_timeout).run(jobs)
+    yield from WorkerPool(workers, spec, limits, job_timeout).run(jobs)
 
 
 def score_archive(
