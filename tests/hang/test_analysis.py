@@ -167,7 +167,39 @@ def test_horovod_stall_names_the_rank_not_ready() -> None:
         "than 60 seconds.\n"
         "Missing ranks:\nallreduce.grad_0 [ready ranks: 1, 3, 2]\n"
     )
-    assert _report(text).suspects == (0,)
+    r = _report(text)
+    assert r.suspects == (0,)
+    assert r.is_hang  # a stall is a hang, though no watchdog fired
+
+
+def test_monitored_barrier_names_the_ranks_that_never_arrived() -> None:
+    text = "[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms\n"
+    r = _report(text)
+    assert r.is_hang and r.suspects == (1, 3)
+    assert {"signal:barrier", "signal:desync-report"} <= set(r.signals)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank3]: RuntimeError: DDP expects same model across all ranks, but Rank 3 has 2247 params, while rank 0 has "
+        "inconsistent 0 params.",
+        "[rank7]: RuntimeError: Detected a disagreement on list length between rank0 and rank7: [12] vs [13]",
+        "E tensorflow/core/common_runtime/ring_alg.cc:276] Aborting RingGather with Invalid argument: Collective ops is "
+        "aborted by: Shape mismatch in the collective instance 100.",
+    ],
+)
+def test_a_failed_cross_rank_consistency_check_is_a_divergence_hang(line: str) -> None:
+    r = _report(line + "\n")
+    assert r.is_hang and "signal:rank-divergence" in r.signals
+
+
+def test_deepep_receiver_timeouts_are_an_all_to_all_hang() -> None:
+    text = (
+        "DeepEP dispatch NVL receiver timeout, channel: 0, RDMA: 1, nvl: 6, src RDMA: 0, src nvl: 7, start: 0, end: 0\n"
+    )
+    r = _report(text)
+    assert r.is_hang and {"signal:alltoall", "signal:moe"} <= set(r.signals)
 
 
 def test_single_rank_that_never_entered_the_collective_from_an_unprefixed_line() -> None:

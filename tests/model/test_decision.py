@@ -5,7 +5,8 @@ loaded instance), so each rule of the decision is checked on its own with exact 
 answer above the abstention threshold; ``unknown`` below it, with the confidence that the
 answer is *not* the best entry (``1 - p(best)``); a hang below the threshold answered when its
 family together is likely; ``no-failure`` or ``unknown`` when the log shows no failure
-evidence at all, whatever the best failure entry's probability.
+evidence at all, unless the best failure entry is confidently likely; the hang prior when the
+hang analysis finds a hang.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from denpex_ml.errors import ModelError
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.featurize import JobAnalysis
+from denpex_ml.taxonomy.groups import HANG_IDS
 
 OOM = "[rank0]: step 10 loss 2.0\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
 HEALTHY = "hello world\njust a line\nstep 10 loss 2.31\n"
@@ -82,6 +84,7 @@ def test_a_hang_below_the_threshold_is_answered_when_its_family_is_likely(
     model: DenpexModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert model.family_threshold <= 0.6
+    model.hang_prior = 1.0  # the family rule on its own (the hang prior is tested below)
     _fix_proba(model, monkeypatch, subset_rank_collective_hang=0.4, host_work_timeout=0.2)
     d = model.classify(text=WATCHDOG)
     assert d.label == "subset-rank-collective-hang" and d.confidence == pytest.approx(0.4)
@@ -92,15 +95,25 @@ def test_the_same_split_over_crash_entries_is_unknown(model: DenpexModel, monkey
     assert model.classify(text=OOM).label == "unknown"
 
 
-def test_no_failure_evidence_is_unknown_even_when_a_failure_entry_is_likely(
+def test_no_failure_evidence_is_unknown_when_a_failure_entry_is_only_fairly_likely(
     model: DenpexModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # a confident failure score on a log without a single error line is not an answer
-    _fix_proba(model, monkeypatch, cuda_oom=0.9, no_failure=0.02)
+    # above the abstention threshold, but on a log without a single error line that is no answer
+    assert model.abstain_threshold < 0.55 < model.no_evidence_answer
+    _fix_proba(model, monkeypatch, cuda_oom=0.55, no_failure=0.02)
     d = model.classify(text=HEALTHY)
     assert d.label == "unknown" and d.abstained
-    assert d.confidence == pytest.approx(0.1)
+    assert d.confidence == pytest.approx(0.45)
     assert d.best_guess == "cuda-oom" and d.initiating_rank is None
+
+
+def test_no_failure_evidence_but_a_confident_failure_entry_is_answered(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an error the line detectors do not know (the head read it from the embedded lines)
+    _fix_proba(model, monkeypatch, cuda_oom=0.9, no_failure=0.02)
+    d = model.classify(text=HEALTHY)
+    assert d.label == "cuda-oom" and d.confidence == pytest.approx(0.9)
 
 
 def test_no_failure_evidence_and_no_failure_likelier_than_any_failure(
@@ -115,6 +128,35 @@ def test_no_failure_evidence_and_no_failure_likelier_than_any_failure(
 def test_with_failure_evidence_a_likely_no_failure_does_not_hide_the_failure(
     model: DenpexModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _fix_proba(model, monkeypatch, cuda_oom=0.6)
+    _fix_proba(model, monkeypatch, cuda_oom=0.55)
     assert model.classify(text=OOM).label == "cuda-oom"
     assert model.classify(text=HEALTHY).label == "unknown"  # same scores, no evidence
+
+
+def test_a_hang_is_never_no_failure_and_the_hang_entries_weigh_more(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the head alone: no-failure 0.35, a transport entry 0.3, a hang entry 0.25
+    p = _fix_proba(model, monkeypatch, no_failure=0.35, nccl_network_error=0.3, subset_rank_collective_hang=0.25)
+    assert model.hang_prior > 1.5
+    d = model.classify(text=WATCHDOG)
+    assert d.hang is not None  # the analysis found the hang ...
+    assert d.label == "subset-rank-collective-hang"  # ... so the hang entry outranks the transport one
+    assert "no-failure" not in [a.label for a in d.alternatives]
+    hang = np.asarray([lab in HANG_IDS for lab in model.labels])
+    q = np.where(hang, p * model.hang_prior, p)
+    q[model.labels.index("no-failure")] = 0.0
+    assert d.confidence == pytest.approx(q[model.labels.index("subset-rank-collective-hang")] / q.sum())
+
+
+def test_without_a_hang_the_head_probabilities_stand(model: DenpexModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fix_proba(model, monkeypatch, cuda_oom=0.55, subset_rank_collective_hang=0.3)
+    d = model.classify(text=OOM)
+    assert d.hang is None and d.label == "cuda-oom" and d.confidence == pytest.approx(0.55)
+
+
+def test_the_hang_prior_can_be_switched_off(model: DenpexModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fix_proba(model, monkeypatch, nccl_network_error=0.6, subset_rank_collective_hang=0.2)
+    model.hang_prior = 1.0
+    d = model.classify(text=WATCHDOG)
+    assert d.label == "nccl-network-error" and d.confidence == pytest.approx(0.6)

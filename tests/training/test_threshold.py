@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from denpex_ml.model.core import DenpexModel, family_supported
-from denpex_ml.training.trainer import choose_threshold
+from denpex_ml.model.core import DenpexModel, family_supported, shift_for_hangs
+from denpex_ml.training.trainer import choose_hang_prior, choose_threshold
 
 
 def test_family_rule_rows_do_not_pull_the_threshold_down() -> None:
@@ -40,3 +40,27 @@ def test_each_source_weighs_equally_so_a_large_synthetic_set_cannot_set_the_rule
     balanced = choose_threshold(proba, y, sources=sources)
     assert pooled > 0.55  # the synthetic rows decide alone
     assert balanced <= 0.55  # the real rows count as much as the synthetic ones
+
+
+def test_the_hang_prior_is_fitted_where_the_head_underrates_hangs() -> None:
+    labels = ["subset-rank-collective-hang", "host-work-timeout", "nccl-network-error", "no-failure"]
+    # 12 real hang logs the head, trained mostly on generated text, calls transport or healthy
+    proba = np.tile([0.25, 0.10, 0.40, 0.25], (12, 1))
+    y = np.zeros(12, dtype=int)
+    prior = choose_hang_prior(proba, y, np.ones(12, dtype=bool), labels)
+    assert prior > 2.0
+    shifted = shift_for_hangs(proba, np.ones(12, dtype=bool), labels, prior)
+    assert (shifted.argmax(axis=1) == 0).all() and (shifted[:, 3] == 0).all()
+    assert np.allclose(shifted.sum(axis=1), 1.0)
+
+
+def test_no_shift_where_the_head_is_already_right_or_the_rows_are_few() -> None:
+    labels = ["subset-rank-collective-hang", "host-work-timeout", "nccl-network-error", "no-failure"]
+    # hang-looking logs that were in truth transport failures: shifting would only hurt
+    proba = np.tile([0.20, 0.05, 0.70, 0.05], (12, 1))
+    y = np.full(12, 2)
+    assert choose_hang_prior(proba, y, np.ones(12, dtype=bool), labels) == 1.0
+    few = np.tile([0.25, 0.10, 0.40, 0.25], (5, 1))
+    assert choose_hang_prior(few, np.zeros(5, dtype=int), np.ones(5, dtype=bool), labels) == 1.0
+    # rows without a hang are never touched
+    assert np.array_equal(shift_for_hangs(few, np.zeros(5, dtype=bool), labels, 4.0), few)

@@ -38,7 +38,11 @@ _TEMPLATE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 _SPACES = re.compile(r"[ \t]+")
 EXCEPTION_RE = re.compile(
     r"\b\w*(?:Error|Exception|Interrupt)\b|Traceback|[Ss]egmentation fault|Killed|SIG[A-Z]{3,}|core dumped|"
-    r"NCCL WARN|Xid|[Ff]atal|FAILED|[Aa]borted|terminate called|exit(?:ed with)? ?code|exitcode"
+    r"NCCL WARN|Xid|[Ff]atal|FAILED|[Aa]borted|terminate called|exit(?:ed with)? ?code|exitcode|"
+    # errors that do not name an exception class: argparse / CLI ``error:``, log levels, errno,
+    # socket and set-up failures (``failed to connect``, ``Connection timed out``)
+    r"\berror: |\bERROR\b|\berrno\b|[Ff]ailed to (?:connect|open|create|initiali[sz]e|allocate|bind|load|launch)\b|"
+    r"Connection (?:refused|reset|timed out)"
 )
 
 

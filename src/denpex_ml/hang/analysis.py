@@ -73,6 +73,7 @@ SIGNALS: tuple[str, ...] = (
     "pipeline",  # pipeline parallelism in use
     "flight-recorder-mismatch",  # Flight Recorder dumps disagree on a collective
     "flight-recorder-missing-rank",  # Flight Recorder dumps show ranks missing from a collective
+    "rank-divergence",  # a framework's own cross-rank check found the ranks differ (model, list lengths, shapes)
 )
 
 #: The hang features of a job, in vector order: ``phase:<p>`` for every phase, then the signals.
@@ -93,6 +94,8 @@ _RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
 #: the rank the others wait for, named by the waiting side: the NCCL unique id it never published
 #: in the store, or Horovod's stall inspector listing every rank ready but it
 _WAITED_FOR = re.compile(r"retrieving ncclUniqueId from \[(\d+)\]|\[ready ranks: ([\d, ]+)\]")
+#: ``monitored_barrier``: "Rank 1 failed to pass monitoredBarrier in 30000 ms", "Ranks 1, 3 failed to pass …"
+_MONITORED = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier")
 _MISMATCH = re.compile(
     r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
     r"(?:, TensorShape=\[([^\]]*)\])?"
@@ -112,6 +115,16 @@ _SIZE_MISMATCH = re.compile(r"Received data size doesn't match expected size|op\
 _WATCHDOG = re.compile(
     r"Watchdog caught collective operation timeout|ProcessGroupNCCL's watchdog got stuck|"
     r"Watchdog caught|[Hh]eartbeat monitor timed out|collective operation timeout"
+)
+#: a framework's own cross-rank consistency check failed: the ranks built or run different things
+#: (DDP's model check, DeepSpeed's ZeRO-3 trace check, TensorFlow's collective shape check, fairseq)
+_DIVERGED = re.compile(
+    r"DDP expects same model across all ranks|[Dd]isagreement (?:on list length )?between rank ?\d+ and rank ?\d+|"
+    r"Collective ops is aborted by: Shape mismatch|all_gather_list requires all workers to enter"
+)
+#: other hang reports: DeepEP's dispatch/combine receivers timing out, the NCCL watchdog's own frame
+_OTHER_HANG = re.compile(
+    r"DeepEP (?:dispatch|combine)\b.*\btimeout|DeepEP timeout check failed|DeepEP error: timeout|WorkNCCL::checkTimeout"
 )
 _FIRST_DUMP = "First PG on this rank to signal dumping"
 _FOLLOWER = "Observed flight recorder dump signal from another rank"
@@ -320,6 +333,11 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                 and "WORLD_SIZE" not in text
                 and "nqueued" not in text
                 and "ready ranks" not in text
+                and "Stalled ops" not in text
+                and "by subset of ranks" not in text
+                and "monitoredBarrier" not in text
+                and "DeepEP" not in text
+                and "checkTimeout" not in text
             ):
                 continue
             if "nranks" in text or "orld" in text:
@@ -362,6 +380,21 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                     f.timed_out = True
                 if _SIZE_MISMATCH.search(text):
                     signals.update(("same-seq-diff-op", "hang"))
+            if "ready ranks:" in text or "Stalled ops" in text or "by subset of ranks" in text:
+                signals.add("hang")  # Horovod's stall inspector: ranks wait for the rest
+            if (
+                "isagreement" in text or "same model" in text or "Collective ops" in text or "all_gather_list" in text
+            ) and (_DIVERGED.search(text)):
+                signals.update(("rank-divergence", "hang"))
+            if ("DeepEP" in text or "checkTimeout" in text) and _OTHER_HANG.search(text):
+                signals.add("hang")
+                if "DeepEP" in text:
+                    signals.update(("alltoall", "moe"))
+            if "monitoredBarrier" in text:
+                mb = _MONITORED.search(text)
+                if mb:  # torch's monitored_barrier names the ranks that never arrived
+                    signals.update(("desync-report", "barrier", "hang"))
+                    desync_ranks.extend(int(x) for x in re.findall(r"\d+", mb.group(1)))
             if "ncclUniqueId from [" in text or "ready ranks:" in text:
                 wm = _WAITED_FOR.search(text)
                 if wm and wm.group(1) is not None:

@@ -37,7 +37,7 @@ from denpex_ml.taxonomy import UNKNOWN_ID, FingerprintRole, Taxonomy, load_taxon
 from denpex_ml.taxonomy.groups import HANG_IDS, NO_FAILURE_ID, group_of
 from denpex_ml.topology.suspects import attribute
 
-__all__ = ["DenpexModel", "default_model", "family_supported", "load_model"]
+__all__ = ["DenpexModel", "default_model", "family_supported", "load_model", "shift_for_hangs"]
 
 
 def family_supported(proba: np.ndarray, labels: list[str], threshold: float) -> np.ndarray:
@@ -52,6 +52,25 @@ def family_supported(proba: np.ndarray, labels: list[str], threshold: float) -> 
         cols = fam == name
         kept |= (fam[best] == name) & (np.asarray(proba)[:, cols].sum(axis=1) >= threshold)
     return kept
+
+
+def shift_for_hangs(proba: np.ndarray, is_hang: np.ndarray, labels: list[str], factor: float) -> np.ndarray:
+    """Rows of ``proba`` (n, classes) where the hang analysis found a hang (``is_hang``): the hang
+    entries ``factor`` times likelier, ``no-failure`` ruled out, renormalised; other rows as
+    they are. The model's decision and the trainer's fit of ``factor`` both use it."""
+    p = np.asarray(proba, dtype=float)
+    rows = np.asarray(is_hang, dtype=bool)
+    if factor == 1.0 or not rows.any():
+        return p
+    q = p.copy()
+    hang = np.asarray([lab in HANG_IDS for lab in labels])
+    sub = q[rows]
+    sub[:, hang] *= factor
+    if NO_FAILURE_ID in labels:
+        sub[:, labels.index(NO_FAILURE_ID)] = 0.0
+    total = sub.sum(axis=1, keepdims=True)
+    q[rows] = np.where(total > 0, sub / np.where(total > 0, total, 1.0), p[rows])
+    return q
 
 
 class DenpexModel:
@@ -70,11 +89,19 @@ class DenpexModel:
         abstain_threshold: float,
         manifest: dict[str, Any] | None = None,
         max_lines: int = 96,
+        hang_prior: float = 2.0,
     ) -> None:
         self.taxonomy = taxonomy
         self.labels = labels
         self.head = head
         self.abstain_threshold = abstain_threshold
+        #: When the hang analysis finds a hang (a watchdog, store, gloo or Horovod stall timeout, a
+        #: mismatch, desync or divergence report), the hang entries are this many times likelier
+        #: than the head alone says and "no failure" is ruled out (:func:`shift_for_hangs`): a
+        #: head trained mostly on generated logs spreads real hangs over transport and crash
+        #: entries. The trainer fits it on out-of-fold real scores (saved in the manifest);
+        #: 1.0 switches it off.
+        self.hang_prior = hang_prior
         self.manifest = manifest or {}
         self.encoder = encoder if isinstance(encoder, CachedEncoder) else CachedEncoder(encoder)
         self.matcher = FingerprintMatcher(taxonomy)
@@ -149,6 +176,19 @@ class DenpexModel:
     #: unfamiliarly spreads its probability over the hang classes, it is not "unknown".
     family_threshold: float = 0.55
 
+    #: A job with no error evidence (no fingerprint, no error line, no hang) is answered with the
+    #: head's best failure when that is at least this likely (an error the line detectors do not
+    #: know, e.g. a socket message without an exception name); else "no failure" or "unknown".
+    no_evidence_answer: float = 0.6
+
+    def job_proba(self, a: JobAnalysis, proba: np.ndarray) -> np.ndarray:
+        """The head's probabilities with what the job's analysis rules in or out (see
+        :attr:`hang_prior`); what :meth:`decide` answers from."""
+        shifted = shift_for_hangs(
+            np.asarray(proba)[None, :], np.asarray([a.hang.is_hang]), self.labels, self.hang_prior
+        )
+        return np.asarray(shifted[0])
+
     def _choose_label(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str]:
         """``(label, confidence, best taxonomy guess)`` from the calibrated probabilities.
 
@@ -162,7 +202,7 @@ class DenpexModel:
         best = self.labels[int(order[0])]
         p_best = float(proba[order[0]])
         fr_choice = self._flight_recorder_choice(a, proba)
-        if fr_choice is not None and best not in HANG_IDS:
+        if fr_choice is not None:  # the dumps' finding restricts the answer to the entries declaring it
             return fr_choice
         no_fail = self.labels.index(NO_FAILURE_ID) if NO_FAILURE_ID in self.labels else None
         no_evidence = not a.hits and not any(s.priority >= 2.0 for s in a.selected) and not a.hang.is_hang
@@ -173,6 +213,8 @@ class DenpexModel:
                 share = p_nf / max(p_nf + rival, 1e-12)
                 if share >= 0.5:
                     return NO_FAILURE_ID, share, best
+            if best != NO_FAILURE_ID and p_best >= self.no_evidence_answer:
+                return best, p_best, best
             return UNKNOWN_ID, 1.0 - p_best, best
         if p_best >= self.abstain_threshold:
             return best, p_best, best
@@ -206,6 +248,7 @@ class DenpexModel:
         rank, the evidence, the hang report and advice; ``t0`` is when the work on the job
         started (``time.perf_counter()``), for the timing in ``stats``. Evaluation uses it to
         score probabilities from a cross-validated head the same way ``classify`` would."""
+        proba = self.job_proba(a, proba)
         order = np.argsort(-proba)
         alternatives = [Alternative(self.labels[int(i)], float(proba[i])) for i in order[:5]]
         label, confidence, best = self._choose_label(a, proba)
@@ -292,6 +335,7 @@ class DenpexModel:
                     "random_state": self.head.random_state,
                 },
                 "abstain_threshold": self.abstain_threshold,
+                "hang_prior": self.hang_prior,
                 "max_lines": self.featurizer.max_lines,
             }
         )
@@ -352,6 +396,7 @@ class DenpexModel:
             head=head,
             labels=list(manifest["labels"]),
             abstain_threshold=float(manifest["abstain_threshold"]),
+            hang_prior=float(manifest.get("hang_prior", 1.0)),
             manifest=manifest,
             max_lines=int(manifest.get("max_lines", 96)),
         )

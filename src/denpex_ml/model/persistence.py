@@ -124,6 +124,8 @@ class ManifestV1(BaseModel):
     layout: LayoutV1
     head_params: HeadParamsV1
     abstain_threshold: Annotated[_Number, Field(ge=0, le=1)]
+    #: how much likelier the hang entries are when the hang analysis finds a hang (1: no shift)
+    hang_prior: Annotated[_Number, Field(ge=1, le=100)] = 1.0
     structure_features: list[StrictStr] = []
     max_lines: Annotated[StrictInt, Field(ge=1, le=100_000)] = 96
 

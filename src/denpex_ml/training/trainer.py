@@ -29,7 +29,7 @@ from denpex_ml.embedding import CachedEncoder, make_encoder
 from denpex_ml.features.fingerprints import FingerprintMatcher
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, signal_affinity
 from denpex_ml.metrics import classification_metrics, per_class_table
-from denpex_ml.model.core import DenpexModel, family_supported
+from denpex_ml.model.core import DenpexModel, family_supported, shift_for_hangs
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import initiating_rank
@@ -39,7 +39,7 @@ from denpex_ml.training.cache import EmbeddingStore, FeatureStore, example_key, 
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example, build_data, incident_bundle
 
-__all__ = ["FeatureSet", "TrainResult", "train"]
+__all__ = ["FeatureSet", "TrainResult", "choose_hang_prior", "hang_rows", "train"]
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int], Callable[[], None]]
@@ -196,6 +196,36 @@ def choose_threshold(
     return best_t
 
 
+def hang_rows(X: np.ndarray, layout: FeatureLayout) -> np.ndarray:
+    """Which base vectors show a hang (the hang analysis's ``signal:hang`` feature)."""
+    if layout.n_hang == 0 or "signal:hang" not in HANG_FEATURE_NAMES:
+        return np.zeros(len(X), dtype=bool)
+    col = layout.n_fingerprint + layout.n_structure - layout.n_hang + HANG_FEATURE_NAMES.index("signal:hang")
+    return np.asarray(X[:, col] > 0)
+
+
+#: the hang priors the trainer chooses among (1.0: no shift)
+HANG_PRIORS: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+
+
+def choose_hang_prior(proba: np.ndarray, y: np.ndarray, is_hang: np.ndarray, labels: list[str]) -> float:
+    """The :func:`~denpex_ml.model.core.shift_for_hangs` factor that maximises the mean log
+    probability of the true entry on the known-label rows that show a hang (out-of-fold real
+    scores: the head's trust in generated hangs is exactly what it cannot judge itself); 1.0
+    when there are fewer than 10 such rows."""
+    rows = np.asarray(is_hang, dtype=bool) & (y >= 0)
+    if rows.sum() < 10:
+        return 1.0
+    p, t = np.asarray(proba)[rows], y[rows]
+    best, best_ll = 1.0, -np.inf
+    for f in HANG_PRIORS:
+        q = shift_for_hangs(p, np.ones(len(p), dtype=bool), labels, f)
+        ll = float(np.mean(np.log(np.clip(q[np.arange(len(t)), t], 1e-9, 1.0))))
+        if ll > best_ll + 1e-9:
+            best, best_ll = f, ll
+    return best
+
+
 def _initiator_metrics(
     prefix: str,
     analyses: Sequence[JobAnalysis],
@@ -322,8 +352,17 @@ def train(
         if t_hang is not None:
             real_oof = head.calibrate(real_scores)
             metrics["temperature_hang"] = t_hang
+    # the hang prior: how far the hang analysis's finding outweighs the head on real logs
+    hang_prior = 1.0
+    if evaluate_real and len(real):
+        real_hang = hang_rows(real.X, layout)
+        hang_prior = choose_hang_prior(real_oof, real.y, real_hang, labels)
+        real_oof = shift_for_hangs(real_oof, real_hang, labels, hang_prior)
+        metrics["hang_prior"] = hang_prior
     val_p = head.predict_proba(fs["val"].X) if len(fs["val"]) else np.zeros((0, len(labels)))
     test_p = head.predict_proba(fs["test"].X) if len(fs["test"]) else np.zeros((0, len(labels)))
+    val_p = shift_for_hangs(val_p, hang_rows(fs["val"].X, layout), labels, hang_prior)
+    test_p = shift_for_hangs(test_p, hang_rows(fs["test"].X, layout), labels, hang_prior)
 
     # 3. abstention threshold on validation + out-of-fold real scores
     thr_p = np.concatenate([val_p, real_oof]) if evaluate_real and len(real) else val_p
@@ -392,6 +431,7 @@ def train(
         labels=labels,
         abstain_threshold=threshold,
         max_lines=config.max_lines,
+        hang_prior=hang_prior,
         manifest={
             "config": config.to_dict(),
             "training_data_hash": _data_hash(final_fs.examples),
