@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
 
-from denpex_ml.baselines import RuleBaseline, TfidfBaseline, bundle_text
+from denpex_ml.baselines import RuleBaseline, bundle_text
 from denpex_ml.dataset.io import data_path_exists
 from denpex_ml.evaluation.baselines import BASELINES, GPUAlertBaseline, ZeroShotBaseline, gpualert_version
 from denpex_ml.evaluation.datasets import EvalSet, Pool, build_pools, data_hash, synthetic_train
@@ -33,7 +32,7 @@ from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import incident_bundle
 from denpex_ml.training.progress import Progress, no_progress
-from denpex_ml.training.trainer import FeatureSet, concat_features, featurize, fit_head, sample_weights
+from denpex_ml.training.trainer import FeatureSet, concat_features, featurize, fit_head, fit_tfidf, real_folds
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]
 
@@ -208,12 +207,6 @@ def _rediagnose(model: DenpexModel, s: _Scored, proba: np.ndarray, pool: Pool, i
     s.ranks = ranks
 
 
-def _fit_tfidf(fs: FeatureSet, labels: list[str], real_weight: float) -> TfidfBaseline:
-    known = fs.y >= 0
-    w, _ = sample_weights(fs.subset(known), real_weight)
-    return TfidfBaseline(labels).fit([fs.texts[i] for i in np.flatnonzero(known)], fs.y[known], w)
-
-
 _RULE_PAIRS = ("root_cause", "root_cause_n", "symptom", "context", "rule_score", "rule_margin", "rule_top")
 
 #: Ablations of the head on real logs: (name, pair features the ranker may use), each part added
@@ -374,15 +367,14 @@ def _real_cross_validation(
     tf_oof = np.zeros_like(s.proba)
     abl_oof = {name: np.zeros_like(s.proba) for name, _ in (ABLATIONS if config.ablation else ())}
     tick = run.progress("cross-validating on real incidents", folds)
-    for tr, te in GroupKFold(folds).split(real_fs.X, real_fs.y, real_fs.groups):
-        fold_fs = concat_features(train_fs, real_fs.subset(np.isin(np.arange(len(real_fs)), tr)))
+    for te, fold_fs in real_folds(train_fs, real_fs, tcfg.cv_folds):
         head = fit_head(fold_fs, model.head.layout, run.entry_emb, tcfg, model.head.hang_affinity)
         oof[te] = head.predict_proba(real_fs.X[te])
         for name, feats in ABLATIONS if config.ablation else ():
             part = fit_head(fold_fs, model.head.layout, run.entry_emb, tcfg, model.head.hang_affinity, feats)
             abl_oof[name][te] = part.predict_proba(real_fs.X[te])
         if "tfidf" in config.baselines:
-            tf_oof[te] = _fit_tfidf(fold_fs, labels, tcfg.real_weight).predict_proba([s.texts[i] for i in te])
+            tf_oof[te] = fit_tfidf(fold_fs, labels, tcfg.real_weight).predict_proba([s.texts[i] for i in te])
         tick()
     _rediagnose(model, s, oof, pool, run.index)
     if "tfidf" in config.baselines:
@@ -414,7 +406,7 @@ def _score_baselines(
         fit_fs = train_fs
         if "real" in pools and trained_real:
             fit_fs = concat_features(train_fs, scored["real"].features(pools["real"]))
-        tfidf = _fit_tfidf(fit_fs, labels, run.tcfg.real_weight)
+        tfidf = fit_tfidf(fit_fs, labels, run.tcfg.real_weight)
     for name, pool in pools.items():
         s = scored[name]
         if "rule" in baselines:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from denpex_ml.features.fingerprints import FingerprintHit
 from denpex_ml.logs.bundle import LogBundle, LogLine
+from denpex_ml.logs.patterns import template
 from denpex_ml.taxonomy import FingerprintRole
 
 __all__ = ["EXCEPTION_RE", "PROGRESS_BAR", "SelectedLine", "select_lines", "template"]
@@ -21,21 +22,6 @@ __all__ = ["EXCEPTION_RE", "PROGRESS_BAR", "SelectedLine", "select_lines", "temp
 #: a progress bar (tqdm / rich / HF ``Map``): context at best, never the proof of a failure
 PROGRESS_BAR = re.compile(r"\d{1,3}%\s*\||\|\s*\d+/\d+\s*\[|\d+(?:\.\d+)?\s*(?:it|s)/(?:s|it)\]")
 
-_GLOG_HEADER = re.compile(r"^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d+ +(?:\d+ )?[\w.-]+:\d+\] ?")
-_LEADING_TS = re.compile(
-    r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*|^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d "
-)
-#: (substring that must be present, pattern, replacement): the substring test skips most
-#: regex calls on most lines.
-_TEMPLATE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("0x", re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
-    ("-", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
-    ("node-", re.compile(r"\bnode-\d+\b"), "<node>"),
-    ("ip-", re.compile(r"\bip-\d+\b"), "<ip>"),
-    ("/", re.compile(r"(?:/[\w.@+-]+){2,}/([\w.@+-]+)"), r"<path>/\1"),
-    ("", re.compile(r"\d+(?:\.\d+)?"), "<n>"),
-)
-_SPACES = re.compile(r"[ \t]+")
 EXCEPTION_RE = re.compile(
     r"\b\w*(?:Error|Exception|Interrupt)\b|Traceback|[Ss]egmentation fault|Killed|SIG[A-Z]{3,}|core dumped|"
     r"NCCL WARN|Xid|[Ff]atal|FAILED|[Aa]borted|terminate called|exit(?:ed with)? ?code|exitcode|"
@@ -44,24 +30,6 @@ EXCEPTION_RE = re.compile(
     r"\berror: |\bERROR\b|\berrno\b|[Ff]ailed to (?:connect|open|create|initiali[sz]e|allocate|bind|load|launch)\b|"
     r"Connection (?:refused|reset|timed out)"
 )
-
-
-def template(text: str) -> str:
-    """A line with its variable parts replaced by placeholders.
-
-    >>> template("[E419 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank 3] ran for 600011 ms on node-2")
-    '[Rank <n>] ran for <n> ms on <node>'
-    """
-    for rx in (_LEADING_TS, _GLOG_HEADER):
-        m = rx.match(text)
-        if m:
-            text = text[m.end() :]
-    for needle, rx, repl in _TEMPLATE_RULES:
-        if needle in text:
-            text = rx.sub(repl, text)
-    if "  " in text or "\t" in text:
-        text = _SPACES.sub(" ", text)
-    return text.strip()[:400]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 Each fragment is a pattern *string* (no groups of its own, so it can be embedded anywhere,
 in ``re`` or RE2, as text or encoded to bytes); the modules that use one compile it into
-their own expressions. A format seen in a new log is taught here once, not in every reader.
+their own expressions. A format seen in a new log is taught here once, not in every reader. :func:`template`, the
+one line template (variable parts replaced by placeholders) that line selection, retrieval and
+the line bank key on, lives here too.
 
 >>> import re
 >>> bool(re.fullmatch(ISO_TIMESTAMP, "2024-04-19T10:42:28.858+02:00"))
@@ -15,6 +17,8 @@ True
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "CTIME_TIMESTAMP",
     "HOSTNAME",
@@ -26,6 +30,7 @@ __all__ = [
     "RANK_TAG",
     "SYSLOG_LINE_TIME",
     "SYSLOG_TIMESTAMP",
+    "template",
 ]
 
 #: an ISO-8601 date and time, with optional fraction and zone (``2024-04-19 10:42:31,123``, ``...T...Z``)
@@ -56,3 +61,37 @@ HOST_PREFIX = (
 HOST_PREFIX_SCREEN = r"\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*"
 #: the host of an NCCL debug line (``gpu-a17:1234:1290 [3] NCCL INFO ...``)
 NCCL_HOST = r"[A-Za-z0-9][\w.-]*"
+
+
+# -- the line template ------------------------------------------------------------------------
+_GLOG_HEADER = re.compile(r"^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d+ +(?:\d+ )?[\w.-]+:\d+\] ?")
+_LEADING_TS = re.compile(r"^\[?" + ISO_TIMESTAMP + r"\]?[ \t]*|^" + SYSLOG_TIMESTAMP + " ")
+#: (substring that must be present, pattern, replacement): the substring test skips most
+#: regex calls on most lines.
+_TEMPLATE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("0x", re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
+    ("-", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    ("node-", re.compile(r"\bnode-\d+\b"), "<node>"),
+    ("ip-", re.compile(r"\bip-\d+\b"), "<ip>"),
+    ("/", re.compile(r"(?:/[\w.@+-]+){2,}/([\w.@+-]+)"), r"<path>/\1"),
+    ("", re.compile(r"\d+(?:\.\d+)?"), "<n>"),
+)
+_SPACES = re.compile(r"[ \t]+")
+
+
+def template(text: str) -> str:
+    """A line with its variable parts replaced by placeholders.
+
+    >>> template("[E419 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank 3] ran for 600011 ms on node-2")
+    '[Rank <n>] ran for <n> ms on <node>'
+    """
+    for rx in (_LEADING_TS, _GLOG_HEADER):
+        m = rx.match(text)
+        if m:
+            text = text[m.end() :]
+    for needle, rx, repl in _TEMPLATE_RULES:
+        if needle in text:
+            text = rx.sub(repl, text)
+    if "  " in text or "\t" in text:
+        text = _SPACES.sub(" ", text)
+    return text.strip()[:400]

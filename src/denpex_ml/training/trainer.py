@@ -16,7 +16,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,11 +38,11 @@ from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy, load_taxonomy
 from denpex_ml.training.cache import EmbeddingStore, FeatureStore, example_key, featurizer_signature
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example, build_data, incident_bundle
+from denpex_ml.training.progress import Progress, no_progress
 
-__all__ = ["FeatureSet", "TrainResult", "choose_hang_prior", "hang_rows", "train"]
+__all__ = ["FeatureSet", "TrainResult", "choose_hang_prior", "fit_tfidf", "hang_rows", "real_folds", "train"]
 
 log = logging.getLogger(__name__)
-Progress = Callable[[str, int], Callable[[], None]]
 
 
 @dataclass
@@ -82,17 +82,13 @@ class TrainResult:
     seconds: float = 0.0
 
 
-def _no_progress(_name: str, _total: int) -> Callable[[], None]:
-    return lambda: None
-
-
 def featurize(
     featurizer: Featurizer,
     examples: Sequence[Example],
     labels: dict[str, int],
     *,
     keep: bool,
-    progress: Progress = _no_progress,
+    progress: Progress = no_progress,
     name: str = "",
     cache: FeatureStore | None = None,
 ) -> FeatureSet:
@@ -160,6 +156,25 @@ def fit_head(
         pair_features=pair_features,
     )
     return head.fit(train.X, train.y, sample_weight=w, groups=train.groups, ranker_weight=rw)
+
+
+def fit_tfidf(fs: FeatureSet, labels: list[str], real_weight: float) -> TfidfBaseline:
+    """The TF-IDF + logistic regression baseline fitted on the known-label examples of ``fs``
+    with the head's sample weights (training and evaluation compare the model with it)."""
+    known = fs.y >= 0
+    w, _ = sample_weights(fs.subset(known), real_weight)
+    return TfidfBaseline(labels).fit([fs.texts[i] for i in np.flatnonzero(known)], fs.y[known], w)
+
+
+def real_folds(base: FeatureSet, real: FeatureSet, k: int) -> Iterator[tuple[np.ndarray, FeatureSet]]:
+    """Grouped k-fold over real incidents (a source thread is never on both sides): per fold,
+    the held-out indices of ``real`` and the fold's training set (``base`` + the other folds).
+    Training and evaluation both score real incidents out of fold with it."""
+    folds = min(k, len(set(real.groups)))
+    if folds < 2:
+        return
+    for tr, te in GroupKFold(folds).split(real.X, real.y, real.groups):
+        yield te, concat_features(base, real.subset(np.isin(np.arange(len(real)), tr)))
 
 
 def concat_features(*sets: FeatureSet) -> FeatureSet:
@@ -266,7 +281,7 @@ def train(
     config: TrainConfig,
     *,
     out: str | Path | None = None,
-    progress: Progress = _no_progress,
+    progress: Progress = no_progress,
     evaluate_real: bool = True,
     baselines: bool = True,
     cache_dir: str | Path | None = None,
@@ -328,19 +343,15 @@ def train(
     real_scores = np.zeros((len(real), len(labels)))
     tfidf_oof = np.zeros((len(real), len(labels)))
     if evaluate_real and len(real):
-        n_groups = len(set(real.groups))
-        folds = min(config.cv_folds, n_groups)
-        tick = progress("cross-validating on real incidents", folds)
-        for tr, te in GroupKFold(folds).split(real.X, real.y, real.groups):
-            train_fs = concat_features(fs["train"], fs["user"], real.subset(np.isin(np.arange(len(real)), tr)))
+        tick = progress("cross-validating on real incidents", min(config.cv_folds, len(set(real.groups))))
+        for te, train_fs in real_folds(concat_features(fs["train"], fs["user"]), real, config.cv_folds):
             head = fit_head(train_fs, layout, entry_emb, config, affinity)
             real_scores[te] = head.decision_function(real.X[te])
             real_oof[te] = head.predict_proba(real.X[te])
             if baselines:
-                known = train_fs.y >= 0
-                w, _ = sample_weights(train_fs.subset(known), config.real_weight)
-                tf = TfidfBaseline(labels).fit([train_fs.texts[i] for i in np.flatnonzero(known)], train_fs.y[known], w)
-                tfidf_oof[te] = tf.predict_proba([real.texts[i] for i in te])
+                tfidf_oof[te] = fit_tfidf(train_fs, labels, config.real_weight).predict_proba(
+                    [real.texts[i] for i in te]
+                )
             tick()
 
     # 2. the final model: synthetic train + all real + user incidents
@@ -389,10 +400,7 @@ def train(
         if baselines:
             rule_p = rule.predict_proba([a.bundle for a in test.analyses or []])
             metrics.update({f"synthetic_test/rule/{k}": v for k, v in classification_metrics(rule_p, test.y).items()})
-            tf = TfidfBaseline(labels)
-            known = final_fs.y >= 0
-            w, _ = sample_weights(final_fs.subset(known), config.real_weight)
-            tf.fit([final_fs.texts[i] for i in np.flatnonzero(known)], final_fs.y[known], w)
+            tf = fit_tfidf(final_fs, labels, config.real_weight)
             metrics.update(
                 {
                     f"synthetic_test/tfidf/{k}": v
