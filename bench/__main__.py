@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, batch, classify, ingest, report
+from bench import batch, classify, ingest, peers, report
 from bench.common import REPO, machine_notes, progress
 from bench.gen_log import GENERATOR_VERSION, parse_size
 
@@ -177,14 +177,14 @@ def run_baselines(p: dict[str, Any], out: Path) -> dict[str, Any]:
     for name, size, ranks in _job_specs(p["classify_jobs"]):
         if name in ("medium", "large"):
             path = classify.job_log(cache, size, ranks)
-            sets.append(baselines.JobSet(name, path, 1, f"{size} log, {ranks} ranks (bench.gen_log, CUDA OOM)"))
+            sets.append(peers.JobSet(name, path, 1, f"{size} log, {ranks} ranks (bench.gen_log, CUDA OOM)"))
     with tempfile.TemporaryDirectory(prefix="denpex-bench-") as tmp:
         spec = Path(tmp) / "synthetic.jsonl"
-        n = baselines.write_synthetic_jobs(spec, p["synthetic_jobs"], p["seed"])
+        n = peers.write_synthetic_jobs(spec, p["synthetic_jobs"], p["seed"])
         sets.append(
-            baselines.JobSet("synthetic", spec, n, f"{n} synthetic jobs (make_splits test stream, seed {p['seed']})")
+            peers.JobSet("synthetic", spec, n, f"{n} synthetic jobs (make_splits test stream, seed {p['seed']})")
         )
-        rows = baselines.run_baselines(
+        rows = peers.run_baselines(
             sets,
             repeat=p["repeat"],
             naive_repeat=p["naive_repeat"],

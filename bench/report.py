@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, batch, classify, ingest
+from bench import batch, classify, ingest, peers
 from bench.common import MB
 
 __all__ = [
@@ -137,7 +137,7 @@ def _section_md(key: str, sec: dict[str, Any] | None) -> str:
             head = f"{sec['n_jobs']} jobs of ~{sec['job_size']} ({sec['total_mb']:.0f} MB in all) in `{sec['jobs_dir']}`\n\n"
         return head + batch.markdown_table(sec["rows"])
     if key == "baselines":
-        return baselines.markdown_table(sec["rows"])
+        return peers.markdown_table(sec["rows"])
     raise KeyError(key)
 
 

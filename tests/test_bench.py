@@ -19,7 +19,7 @@ if str(REPO) not in sys.path:  # ``bench`` lives next to src/, not in the instal
     sys.path.insert(0, str(REPO))
 
 bench_main = importlib.import_module("bench.__main__")
-baselines = importlib.import_module("bench.baselines")
+peers = importlib.import_module("bench.peers")
 batch = importlib.import_module("bench.batch")
 report = importlib.import_module("bench.report")
 
@@ -52,8 +52,8 @@ def _report() -> dict[str, Any]:
     small = _classify_row("50K", 51_395, 2, 0.03)
     medium = _classify_row("5M", 5_243_052, 64, 0.5)
     big = _classify_row("20M", 20_971_620, 64, 1.9)
-    syn = baselines.JobSet("synthetic", Path("x.jsonl"), 3, "3 synthetic jobs")
-    med = baselines.JobSet("medium", Path("m.log"), 1, "5M log")
+    syn = peers.JobSet("synthetic", Path("x.jsonl"), 3, "3 synthetic jobs")
+    med = peers.JobSet("medium", Path("m.log"), 1, "5M log")
     den_syn = [
         {
             "setup_s": 2.0,
@@ -78,13 +78,13 @@ def _report() -> dict[str, Any]:
         }
     ]
     den_med = [{"setup_s": 2.0, "peak_rss_mb": 270.0, "jobs": [{"label": "cuda-oom", "true": None, "seconds": 0.5}]}]
-    r_den = baselines.aggregate(syn, "denpex_ml", den_syn, None)
-    r_den_med = baselines.aggregate(med, "denpex_ml", den_med, None)
+    r_den = peers.aggregate(syn, "denpex_ml", den_syn, None)
+    r_den_med = peers.aggregate(med, "denpex_ml", den_med, None)
     rows = [
         r_den_med,
-        baselines.aggregate(med, "naive-minilm", _naive_runs(), r_den_med["per_job_s"]),
+        peers.aggregate(med, "naive-minilm", _naive_runs(), r_den_med["per_job_s"]),
         r_den,
-        baselines.aggregate(syn, "rule", rule_syn, r_den["per_job_s"]),
+        peers.aggregate(syn, "rule", rule_syn, r_den["per_job_s"]),
         {"jobset": "synthetic", "method": "tfidf", "error": "worker failed (see progress log)"},
     ]
     ingest_row = {
@@ -174,15 +174,15 @@ def test_baseline_rows_ratio_accuracy_and_extrapolation_note() -> None:
     assert "first 100 lines per job (100 of 10,000)" in naive["note"] and "x100.0 extrapolated" in naive["note"]
     assert den_syn["accuracy"] == pytest.approx(2 / 3) and den_syn["s_per_job"] == pytest.approx(0.02)
     assert rule["ratio"] == pytest.approx(0.25) and rule["accuracy"] == pytest.approx(2 / 3)
-    table = baselines.markdown_table(rows)
+    table = peers.markdown_table(rows)
     assert "| synthetic | denpex_ml | 3 | 2 | 0.02 | 1 (ref) | 260 | top-1 acc 0.67 |" in table
     assert "| medium | naive-minilm | 1 | 7 | 50 | 100x | 900 | cuda-oom |" in table
 
 
 def test_baseline_ratio_uses_the_same_prefix_of_jobs() -> None:
-    js = baselines.JobSet("synthetic", Path("x.jsonl"), 4, "4 jobs")
+    js = peers.JobSet("synthetic", Path("x.jsonl"), 4, "4 jobs")
     runs = [{"setup_s": 1.0, "peak_rss_mb": 1.0, "jobs": [{"label": "a", "true": "a", "seconds": 1.0}] * 2}]
-    row = baselines.aggregate(
+    row = peers.aggregate(
         js,
         "naive-minilm",
         [{**runs[0], "jobs": [{**j, "lines": 5, "embedded_lines": 5, "measured_s": 1.0} for j in runs[0]["jobs"]]}],

@@ -5,17 +5,31 @@ The tracking URI is ``MLFLOW_TRACKING_URI`` when set, else a local SQLite store 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["log_training_run", "tracking_uri"]
+__all__ = ["log_training_run", "start_run", "tracking_uri"]
 
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path('mlflow.db').resolve()}"
+
+
+@contextlib.contextmanager
+def start_run(experiment: str | None = None, **kwargs: Any) -> Iterator[Any]:
+    """The one way this project opens an mlflow run: the tracking URI above, ``experiment``
+    (when given; else mlflow's current one) and ``mlflow.start_run(**kwargs)``."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri())
+    if experiment is not None:
+        mlflow.set_experiment(experiment)
+    with mlflow.start_run(**kwargs) as run:
+        yield run
 
 
 def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -42,9 +56,7 @@ def log_training_run(
     """Log one run (params, metrics, the model directory, the pyfunc model); return its id."""
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri())
-    mlflow.set_experiment(experiment)
-    with mlflow.start_run(run_name=run_name) as run:
+    with start_run(experiment, run_name=run_name) as run:
         mlflow.log_params({k: ("" if v is None else v) for k, v in _flat(params).items()})
         clean = {
             k.replace("/", "."): float(v)

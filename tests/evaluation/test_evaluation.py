@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from denpex_ml.baselines import GPUALERT_MAP, ZeroShotBaseline, gpualert_version
 from denpex_ml.cli import main
 from denpex_ml.errors import InvalidInputError
 from denpex_ml.evaluation import EvalConfig, evaluate, run_eval
-from denpex_ml.evaluation.baselines import GPUALERT_MAP, ZeroShotBaseline, gpualert_version
 from denpex_ml.evaluation.datasets import build_pools
 from denpex_ml.evaluation.gate import check_gate, reference_from
 from denpex_ml.evaluation.measures import coverage_curve, measure
@@ -51,7 +51,7 @@ def test_gpualert_mapping_targets_are_taxonomy_ids() -> None:
 def test_gpualert_mapping_covers_its_classes() -> None:
     from gpualert.parse_errors import ERROR_PATTERNS
 
-    from denpex_ml.evaluation.baselines import GPUAlertBaseline
+    from denpex_ml.baselines import GPUAlertBaseline
 
     assert {lab for _, lab, _ in ERROR_PATTERNS} <= set(GPUALERT_MAP)
     b = GPUAlertBaseline(load_taxonomy().ids)

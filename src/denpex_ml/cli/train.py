@@ -268,14 +268,11 @@ def run_mlflow_log(args: argparse.Namespace) -> int:
 
     if args.model is not None:
         read_model_dir(args.model)  # a bad directory is an input error before mlflow starts
-    import mlflow
 
     from denpex_ml.mlflow_model import log_model
-    from denpex_ml.tracking import tracking_uri
+    from denpex_ml.tracking import start_run, tracking_uri
 
-    mlflow.set_tracking_uri(tracking_uri())
-    mlflow.set_experiment(args.experiment)
-    with mlflow.start_run(run_name=args.run_name) as run:
+    with start_run(args.experiment, run_name=args.run_name) as run:
         info = log_model(args.model, registered_model_name=args.register)
     print(f"mlflow run {run.info.run_id} ({tracking_uri()})")
     print(f"model: {info.model_uri}")

@@ -20,8 +20,6 @@ data set                  rows
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +31,7 @@ import numpy as np
 from denpex_ml.dataset import load_incidents
 from denpex_ml.synthetic import make_splits
 from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy
-from denpex_ml.training.data import Example, example_from_incident, example_from_synthetic
+from denpex_ml.training.data import Example, data_hash, example_from_incident, example_from_synthetic
 
 __all__ = ["GATE_PER_CLASS", "EvalSet", "Pool", "build_pools", "data_hash", "synthetic_train"]
 
@@ -41,14 +39,6 @@ __all__ = ["GATE_PER_CLASS", "EvalSet", "Pool", "build_pools", "data_hash", "syn
 GATE_PER_CLASS = 3
 
 _INDEX = re.compile(r"-(\d+)$")
-
-
-def data_hash(examples: Sequence[Example]) -> str:
-    """A short SHA-256 over (id, label, log) of every example, in order."""
-    h = hashlib.sha256()
-    for e in examples:
-        h.update(json.dumps([e.id, e.label, e.source], sort_keys=True, default=str).encode())
-    return h.hexdigest()[:16]
 
 
 @dataclass

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from denpex_ml.evaluation.baselines import GPUALERT_MAP
+from denpex_ml.baselines import GPUALERT_MAP
 from denpex_ml.taxonomy.groups import GROUPS
 
 if TYPE_CHECKING:

@@ -20,9 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from denpex_ml.baselines import RuleBaseline, bundle_text
+from denpex_ml.baselines import (
+    BASELINES,
+    GPUAlertBaseline,
+    RuleBaseline,
+    ZeroShotBaseline,
+    bundle_text,
+    gpualert_version,
+)
 from denpex_ml.dataset.io import data_path_exists
-from denpex_ml.evaluation.baselines import BASELINES, GPUAlertBaseline, ZeroShotBaseline, gpualert_version
 from denpex_ml.evaluation.datasets import EvalSet, Pool, build_pools, data_hash, synthetic_train
 from denpex_ml.evaluation.measures import Measured, group_metrics, measure
 from denpex_ml.evaluation.prequential import load_prequential
@@ -57,7 +63,7 @@ class EvalConfig:
     extra_data:
         More JSONL files / label folders, each reported as its own data set.
     baselines:
-        Baselines to run (subset of :data:`~denpex_ml.evaluation.baselines.BASELINES`).
+        Baselines to run (subset of :data:`~denpex_ml.baselines.BASELINES`).
     prequential_dir:
         Where the test-then-train figures are kept (:mod:`denpex_ml.evaluation.prequential`);
         the report quotes them. ``None``: leave them out.
@@ -486,11 +492,9 @@ def log_eval_run(result: EvalResult, out: Path, *, experiment: str) -> str:
     """Log params, metrics and the report directory to mlflow as one run; return its id."""
     import mlflow
 
-    from denpex_ml.tracking import tracking_uri
+    from denpex_ml.tracking import start_run
 
-    mlflow.set_tracking_uri(tracking_uri())
-    mlflow.set_experiment(experiment)
-    with mlflow.start_run(run_name=f"eval-{Path(result.model['path']).name}") as run:
+    with start_run(experiment, run_name=f"eval-{Path(result.model['path']).name}") as run:
         params = {f"eval.{k}": str(v) for k, v in result.config.to_dict().items()}
         params.update({f"model.{k}": str(v) for k, v in result.model.items() if k != "config"})
         params.update({f"data.{k}.hash": v["hash"] for k, v in result.data.items()})

@@ -28,6 +28,7 @@ from denpex_ml.model.initiator import initiating_rank
 from denpex_ml.model.persistence import (
     MAX_TAXONOMY_BYTES,
     TAXONOMY_FILE,
+    model_id,
     models_root,
     read_model_dir,
     read_model_file,
@@ -119,8 +120,7 @@ class DenpexModel:
     @property
     def model_id(self) -> str:
         """``<directory name>@<first 12 hex of head.npz's SHA-256>``: names the exact model in results."""
-        digest = str(self.manifest.get("files", {}).get("head.npz", ""))
-        return f"{self.path.name if self.path else 'in-memory'}@{digest[:12] or 'unsaved'}"
+        return model_id(self.path.name if self.path else None, self.manifest)
 
     # -- inference ---------------------------------------------------------------------------
     def analyse(self, bundle: LogBundle) -> JobAnalysis:

@@ -47,6 +47,7 @@ __all__ = [
     "TAXONOMY_FILE",
     "ManifestV1",
     "check_head_arrays",
+    "model_id",
     "models_root",
     "read_model_dir",
     "read_model_file",
@@ -147,6 +148,13 @@ class ManifestV1(BaseModel):
                 f"{len(self.structure_features)} structure_features but layout.n_structure is {self.layout.n_structure}"
             )
         return self
+
+
+def model_id(name: str | None, manifest: dict[str, Any]) -> str:
+    """``<directory name>@<first 12 hex of head.npz's SHA-256>``: the one name of a model in
+    results, reports and lineage (``in-memory`` / ``unsaved`` for a model never saved)."""
+    digest = str(manifest.get("files", {}).get("head.npz", ""))
+    return f"{name or 'in-memory'}@{digest[:12] or 'unsaved'}"
 
 
 def models_root() -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +15,7 @@ from denpex_ml.logs import LogBundle, read_logs
 from denpex_ml.synthetic import HELD_OUT_LAUNCHERS, HELD_OUT_MSG_VERSIONS, make_splits
 from denpex_ml.taxonomy import Taxonomy
 
-__all__ = ["Example", "build_data", "incident_bundle", "incident_files"]
+__all__ = ["Example", "build_data", "data_hash", "incident_bundle", "incident_files"]
 
 
 @dataclass
@@ -87,3 +89,12 @@ def incident_files(paths: Sequence[str | Path]) -> list[str]:
         store_file = p / "incidents.jsonl"
         out.append(str(store_file if p.is_dir() and store_file.exists() else p))
     return out
+
+
+def data_hash(examples: Sequence[Example]) -> str:
+    """A short SHA-256 over (id, label, source) of every example, in order: names the data a
+    model was trained or evaluated on (manifest, eval report)."""
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(json.dumps([e.id, e.label, e.source], sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]

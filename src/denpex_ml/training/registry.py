@@ -25,7 +25,7 @@ def track_retrain(result: RetrainResult, experiment: str, *, register: bool) -> 
     import mlflow
     from mlflow import MlflowClient
 
-    from denpex_ml.tracking import log_training_run, tracking_uri
+    from denpex_ml.tracking import log_training_run, start_run
 
     params = {
         "base.dir": result.lineage["base"]["dir"],
@@ -48,8 +48,7 @@ def track_retrain(result: RetrainResult, experiment: str, *, register: bool) -> 
         tags={"denpex.kind": "retrain", "denpex.gate": "passed" if result.gate.passed else "failed"},
     )
     version: str | None = None
-    mlflow.set_tracking_uri(tracking_uri())
-    with mlflow.start_run(run_id=run_id):
+    with start_run(run_id=run_id):
         mlflow.log_dict(result.gate.to_dict(), "gate/gate.json")
         mlflow.log_text(result.gate.markdown(), "gate/gate.md")
         mlflow.log_dict(result.lineage, "lineage.json")

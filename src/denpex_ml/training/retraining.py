@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from denpex_ml.errors import InvalidInputError, ModelError
-from denpex_ml.model.persistence import read_model_dir
+from denpex_ml.model.persistence import model_id, read_model_dir
 from denpex_ml.taxonomy import load_taxonomy
 from denpex_ml.training.cache import cache_root
 from denpex_ml.training.config import TrainConfig
@@ -195,7 +195,7 @@ def _lineage(
     trained: TrainResult,
 ) -> dict[str, Any]:
     """Where the candidate came from: the base, and a SHA-256 of every input file and directory."""
-    base_model_id = f"{base_dir.name}@{str(manifest.get('files', {}).get('head.npz', ''))[:12]}"
+    base_model_id = model_id(base_dir.name, manifest)
     return {
         "base": {
             "dir": str(base_dir),

@@ -12,7 +12,6 @@ Data: synthetic train/val/test splits from the generator, real incidents from
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -37,7 +36,7 @@ from denpex_ml.model.persistence import models_root
 from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy, load_taxonomy
 from denpex_ml.training.cache import EmbeddingStore, FeatureStore, example_key, featurizer_signature
 from denpex_ml.training.config import TrainConfig
-from denpex_ml.training.data import Example, build_data, incident_bundle
+from denpex_ml.training.data import Example, build_data, data_hash, incident_bundle
 from denpex_ml.training.progress import Progress, no_progress
 
 __all__ = ["FeatureSet", "TrainResult", "choose_hang_prior", "fit_tfidf", "hang_rows", "real_folds", "train"]
@@ -270,13 +269,6 @@ def _initiator_metrics(
     }
 
 
-def _data_hash(examples: Sequence[Example]) -> str:
-    h = hashlib.sha256()
-    for e in examples:
-        h.update(json.dumps([e.id, e.label, e.source], sort_keys=True, default=str).encode())
-    return h.hexdigest()[:16]
-
-
 def train(
     config: TrainConfig,
     *,
@@ -442,7 +434,7 @@ def train(
         hang_prior=hang_prior,
         manifest={
             "config": config.to_dict(),
-            "training_data_hash": _data_hash(final_fs.examples),
+            "training_data_hash": data_hash(final_fs.examples),
             "training_counts": {
                 "synthetic": int(sum(e.kind == "synthetic" for e in final_fs.examples)),
                 "real": int(sum(e.kind == "real" and e.label != UNKNOWN_ID for e in final_fs.examples)),

@@ -1,8 +1,8 @@
-"""Section d) of ``python -m bench``: the same classification work done by baselines.
+"""Section d) of ``python -m bench``: the same classification work done by peer methods (the baselines).
 
 On the same medium and large ``bench.gen_log`` jobs as the classify section, and on synthetic
 jobs from :mod:`denpex_ml.synthetic` (the test stream of ``make_splits``), each method runs in
-a fresh process (``python -m bench.baselines --worker METHOD JOBS``): it sets itself up once
+a fresh process (``python -m bench.peers --worker METHOD JOBS``): it sets itself up once
 (``setup_s``), then classifies every job, timing each with ``time.perf_counter``. Methods:
 
 ``denpex_ml``
@@ -23,7 +23,7 @@ a fresh process (``python -m bench.baselines --worker METHOD JOBS``): it sets it
     embedded; the embedding time is extrapolated linearly to all lines (reading all lines is
     measured, not extrapolated) and the prediction uses the embedded lines only.
 
-Standalone (synthetic jobs only): ``python -m bench.baselines [--synthetic-jobs N]`` writes
+Standalone (synthetic jobs only): ``python -m bench.peers [--synthetic-jobs N]`` writes
 ``<out>/baselines.{json,md}``.
 """
 
@@ -312,7 +312,7 @@ def run_baselines(
         for method in methods:
             n_runs = naive_repeat if method == "naive-minilm" else repeat
             argv = [
-                "bench.baselines",
+                "bench.peers",
                 "--worker",
                 method,
                 str(js.spec.resolve()),
@@ -383,7 +383,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.baselines", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.splitlines()[0])
     ap.add_argument("--worker", nargs=2, metavar=("METHOD", "JOBS"), help=argparse.SUPPRESS)
     ap.add_argument("--limit", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--naive-lines", type=int, default=20_000)
