@@ -5,7 +5,7 @@ import pytest
 
 from denpex_ml.errors import InvalidInputError
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
-from denpex_ml.model.head import DenpexHead, FeatureLayout
+from denpex_ml.model.head import DenpexHead, FeatureLayout, _logreg_arrays
 
 LAYOUT = FeatureLayout(n_classes=3, n_structure=2, embed_dim=4)
 
@@ -98,3 +98,30 @@ def test_stage1_inference_from_saved_arrays_is_scikit_learns_predict_proba(n_cla
     P = clf2.predict_proba(sc2.transform(X))
     np.testing.assert_allclose(P, clf.predict_proba(scaler.transform(X)), rtol=1e-10, atol=1e-12)
     assert np.all((P >= 0) & (P <= 1))  # the two-class case is a sigmoid, not raw logits
+
+
+def test_a_warm_start_reaches_the_same_stage1_in_fewer_iterations() -> None:
+    # a convex problem: started at a related fit's solution (another scaler, other rows), the solver
+    # ends where a cold start ends, up to its tolerance, in fewer iterations
+    X, y = data(n=240, seed=3)
+    rng = np.random.default_rng(4)
+    X[:, :12] += rng.normal(0, 0.6, (len(X), 12)).astype(np.float32)  # make the classes overlap
+    h = head()
+    w = np.ones(len(X))
+    full_scaler, full = h._fit_stage1(X, y, w)
+    init = _logreg_arrays(full_scaler, full)
+    part = np.arange(len(X)) % 5 != 0
+    cold_sc, cold = h._fit_stage1(X[part], y[part], w[part])
+    warm_sc, warm = h._fit_stage1(X[part], y[part], w[part], init)
+    assert int(warm.n_iter_[0]) < int(cold.n_iter_[0])
+    np.testing.assert_allclose(h._stage1_proba(X, warm_sc, warm), h._stage1_proba(X, cold_sc, cold), rtol=0, atol=2e-3)
+    assert not warm.warm_start  # the estimator is left as a plain one
+
+
+def test_a_fold_head_started_from_the_final_head_predicts_as_a_cold_one() -> None:
+    X, y = data(n=120, seed=5)
+    final = head().fit(X, y)
+    part = np.arange(len(X)) % 4 != 0
+    cold = head().fit(X[part], y[part])
+    warm = head().fit(X[part], y[part], init_from=final)
+    np.testing.assert_allclose(warm.predict_proba(X), cold.predict_proba(X), rtol=0, atol=5e-3)

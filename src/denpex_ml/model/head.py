@@ -187,10 +187,30 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                     f"DenpexHead: hang_affinity must have shape {(self.layout.n_classes, self.layout.n_hang)}, got {shape}"
                 )
 
-    def _fit_stage1(self, X: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[StandardScaler, LogisticRegression]:
+    def _fit_stage1(
+        self, X: np.ndarray, y: np.ndarray, w: np.ndarray, init: dict[str, np.ndarray] | None = None
+    ) -> tuple[StandardScaler, LogisticRegression]:
+        """Stage 1 on ``X``: a standard scaler and an L2 logistic regression. ``init`` (the arrays of
+        another stage 1 on overlapping data, :func:`_logreg_arrays`) starts the solver there: the
+        problem is strictly convex, so the solution is the same up to the solver's tolerance and
+        it takes a fraction of the iterations (the inner folds start from the full fit, a
+        cross-validation fold from the final model)."""
         scaler = StandardScaler().fit(X)
         clf = LogisticRegression(C=self.C, max_iter=3000)
+        classes = np.unique(y)
+        if init is not None and len(classes) > 2:
+            rows = {int(c): i for i, c in enumerate(init["classes"])}
+            if all(int(c) in rows for c in classes):
+                idx = [rows[int(c)] for c in classes]
+                # the same decision function in this scaler's space: raw weights A = W / s,
+                # bias b - m . A, then back through this fit's mean and scale
+                raw = init["coef"][idx] / init["scale"]
+                bias = init["intercept"][idx] - raw @ init["mean"]
+                clf.set_params(warm_start=True)
+                clf.coef_ = raw * scaler.scale_
+                clf.intercept_ = bias + raw @ scaler.mean_
         clf.fit(scaler.transform(X), y, sample_weight=w)
+        clf.set_params(warm_start=False)
         return scaler, clf
 
     def _stage1_proba(self, X: np.ndarray, scaler: StandardScaler, clf: LogisticRegression) -> np.ndarray:
@@ -205,12 +225,14 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         sample_weight: np.ndarray | None = None,
         groups: np.ndarray | None = None,
         ranker_weight: np.ndarray | None = None,
+        init_from: DenpexHead | None = None,
     ) -> DenpexHead:
         """Fit on base vectors ``X`` (n, layout.width) and class indices ``y``.
 
         ``groups`` (e.g. source threads) keep related incidents in one fold; ``sample_weight``
         weights incidents in stage 1, ``ranker_weight`` in the ranker and the temperature
-        (default: ``sample_weight``).
+        (default: ``sample_weight``). ``init_from``, a fitted head on overlapping data (the final
+        model when this is a cross-validation fold's), starts stage 1's solver at its solution.
         """
         self._validate()
         X = np.asarray(X, dtype=np.float32)
@@ -226,12 +248,14 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         oof = np.zeros((n, self.layout.n_classes))
         ret = np.zeros((n, 2 * self.layout.n_classes), dtype=np.float32)
         emb = self.layout.embedding(X)
+        start: dict[str, np.ndarray] | None = None if init_from is None else init_from.stage1_
+        scaler, clf = self._fit_stage1(X, y, w, start)
+        full = _logreg_arrays(scaler, clf)
+        self.stage1_: dict[str, np.ndarray] = full
         for tr, te in GroupKFold(self.n_folds).split(X, y, g):
-            sc, clf = self._fit_stage1(X[tr], y[tr], w[tr])
-            oof[te] = self._stage1_proba(X[te], sc, clf)
+            sc, fold_clf = self._fit_stage1(X[tr], y[tr], w[tr], full)
+            oof[te] = self._stage1_proba(X[te], sc, fold_clf)
             ret[te] = RetrievalIndex(emb[tr], y[tr], self.layout.n_classes, self.k).features(emb[te])
-        scaler, clf = self._fit_stage1(X, y, w)
-        self.stage1_ = _logreg_arrays(scaler, clf)
         self.bank_vectors_ = emb.astype(np.float16)
         self.bank_labels_ = y.copy()
         # stage 2: the shared evidence ranker

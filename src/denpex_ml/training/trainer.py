@@ -137,6 +137,7 @@ def fit_head(
     cfg: TrainConfig,
     affinity: np.ndarray | None = None,
     pair_features: tuple[str, ...] | None = None,
+    init_from: DenpexHead | None = None,
 ) -> DenpexHead:
     """A :class:`DenpexHead` fitted on the known-label examples of ``fs`` with the config's
     hyper-parameters and weights (what training, cross-validation and evaluation's ablation
@@ -154,7 +155,7 @@ def fit_head(
         hang_affinity=affinity,
         pair_features=pair_features,
     )
-    return head.fit(train.X, train.y, sample_weight=w, groups=train.groups, ranker_weight=rw)
+    return head.fit(train.X, train.y, sample_weight=w, groups=train.groups, ranker_weight=rw, init_from=init_from)
 
 
 def fit_tfidf(fs: FeatureSet, labels: list[str], real_weight: float) -> TfidfBaseline:
@@ -330,25 +331,25 @@ def train(
     rule = RuleBaseline(matcher)
     real = fs["real"]
 
-    # 1. real incidents, grouped k-fold by source thread
+    # 1. the final model: synthetic train + all real + user incidents
+    final_fs = concat_features(fs["train"], fs["user"], real)
+    head = fit_head(final_fs, layout, entry_emb, config, affinity)
+    # 2. real incidents, grouped k-fold by source thread (stage 1 starts from the final model's)
     real_oof = np.zeros((len(real), len(labels)))
     real_scores = np.zeros((len(real), len(labels)))
     tfidf_oof = np.zeros((len(real), len(labels)))
     if evaluate_real and len(real):
         tick = progress("cross-validating on real incidents", min(config.cv_folds, len(set(real.groups))))
         for te, train_fs in real_folds(concat_features(fs["train"], fs["user"]), real, config.cv_folds):
-            head = fit_head(train_fs, layout, entry_emb, config, affinity)
-            real_scores[te] = head.decision_function(real.X[te])
-            real_oof[te] = head.predict_proba(real.X[te])
+            fold_head = fit_head(train_fs, layout, entry_emb, config, affinity, init_from=head)
+            real_scores[te] = fold_head.decision_function(real.X[te])
+            real_oof[te] = fold_head.predict_proba(real.X[te])
             if baselines:
                 tfidf_oof[te] = fit_tfidf(train_fs, labels, config.real_weight).predict_proba(
                     [real.texts[i] for i in te]
                 )
             tick()
 
-    # 2. the final model: synthetic train + all real + user incidents
-    final_fs = concat_features(fs["train"], fs["user"], real)
-    head = fit_head(final_fs, layout, entry_emb, config, affinity)
     if evaluate_real and len(real):
         # hang answers: calibrated on real logs of threads the fold's model never saw
         t_hang = head.fit_hang_temperature(real_scores, real.y)
