@@ -1,7 +1,7 @@
-"""One benchmark run of denpex_ml: ingestion, classify latency and scaling, batch scoring, baselines.
+"""One benchmark run of denpex_ml: ingestion, classify latency and scaling, batch scoring, baselines, retraining.
 
     python -m bench                       # everything, full sizes, 3 runs each (long: see bench/README.md)
-    python -m bench --quick               # small sizes, 1 run (< 4 min on 2 cores)
+    python -m bench --quick               # small sizes, 1 run (~7 min on 2 cores)
     python -m bench --only ingest,classify --repeat 5
 
 Writes ``<out>/bench.json`` (every run), ``<out>/bench.md`` (the tables) and
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import batch, classify, ingest, peers, report
+from bench import batch, classify, ingest, peers, report, retrain
 from bench.common import REPO, machine_notes, progress
 from bench.gen_log import GENERATOR_VERSION, parse_size
 
@@ -196,7 +196,17 @@ def run_baselines(p: dict[str, Any], out: Path) -> dict[str, Any]:
     return {"jobsets": [{"name": s.name, "jobs": s.n_jobs, "description": s.description} for s in sets], "rows": rows}
 
 
-RUNNERS = {"ingest": run_ingest, "classify": run_classify, "batch": run_batch, "baselines": run_baselines}
+def run_retrain(p: dict[str, Any], out: Path) -> dict[str, Any]:
+    return retrain.bench_retrain(repeat=p["repeat"], timeout_s=p["batch_timeout"])
+
+
+RUNNERS = {
+    "ingest": run_ingest,
+    "classify": run_classify,
+    "batch": run_batch,
+    "baselines": run_baselines,
+    "retrain": run_retrain,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

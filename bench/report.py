@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench import batch, classify, ingest, peers
+from bench import batch, classify, ingest, peers, retrain
 from bench.common import MB
 
 __all__ = [
@@ -23,12 +23,13 @@ __all__ = [
 ]
 
 #: section keys in report order (``--only`` takes these)
-SECTIONS = ("ingest", "classify", "batch", "baselines")
+SECTIONS = ("ingest", "classify", "batch", "baselines", "retrain")
 TITLES = {
     "ingest": "a) Ingestion throughput",
     "classify": "b) classify latency per job",
     "batch": "c) Batch throughput (`denpex-ml score`)",
     "baselines": "d) Baselines on the same jobs",
+    "retrain": "e) Retraining with a new class (`denpex-ml retrain`)",
 }
 HOW_TO_READ = {
     "ingest": (
@@ -51,6 +52,11 @@ HOW_TO_READ = {
         "Each method in a fresh process; `setup s` once per process, then `s/job` = mean seconds "
         "per job (median over runs per job). `× denpex_ml` = s/job ÷ denpex_ml's s/job on the same "
         "jobs (>1: slower). Result = predicted label (true: cuda-oom) or top-1 accuracy on synthetic jobs."
+    ),
+    "retrain": (
+        "`denpex-ml retrain` of the shipped model with the new-class fixture (one new taxonomy entry, "
+        "five incidents) as a subprocess, `--no-track`: cold = an empty feature cache, warm = the cache "
+        "the cold run left. Wall time includes start-up; peak RSS of the process; target = issue #19."
     ),
 }
 
@@ -138,6 +144,8 @@ def _section_md(key: str, sec: dict[str, Any] | None) -> str:
         return head + batch.markdown_table(sec["rows"])
     if key == "baselines":
         return peers.markdown_table(sec["rows"])
+    if key == "retrain":
+        return f"`{sec.get('command', 'denpex-ml retrain')}`\n\n" + retrain.markdown_table(sec["rows"])
     raise KeyError(key)
 
 

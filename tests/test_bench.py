@@ -22,6 +22,7 @@ bench_main = importlib.import_module("bench.__main__")
 peers = importlib.import_module("bench.peers")
 batch = importlib.import_module("bench.batch")
 report = importlib.import_module("bench.report")
+retrain = importlib.import_module("bench.retrain")
 
 
 def _classify_row(size: str, n_bytes: int, ranks: int, secs: float) -> dict[str, Any]:
@@ -163,7 +164,7 @@ def test_section_not_run_and_failed() -> None:
     rep["sections"] = {"ingest": {"error": "RuntimeError: boom"}}
     md = report.markdown_report(rep)
     assert "**failed**: RuntimeError: boom" in md
-    assert md.count("not run (`--only`)") == 3
+    assert md.count("not run (`--only`)") == len(report.SECTIONS) - 1
 
 
 def test_baseline_rows_ratio_accuracy_and_extrapolation_note() -> None:
@@ -282,3 +283,38 @@ def test_quick_defaults_and_job_specs() -> None:
     full = bench_main._resolve(bench_main._parser().parse_args([]))
     assert bench_main._job_specs(full["classify_jobs"])[-1] == ("large", "200M", 512)
     assert full["sizes"] == "10M,100M,1G" and full["batch_jobs"] == 1000 and full["repeat"] == 3
+
+
+def test_retrain_pairs_with_a_fake_command(tmp_path: Path) -> None:
+    """Cold then warm retrain runs against a stand-in for ``denpex-ml`` that records its cache
+    directory and fails its gate on the second call (exit 4: still a measured run)."""
+    fake = tmp_path / "fake_cli.py"
+    seen = tmp_path / "seen.txt"
+    fake.write_text(
+        textwrap.dedent(
+            f"""
+            import os, sys
+            from pathlib import Path
+            assert sys.argv[1] == "retrain" and "--no-track" in sys.argv
+            seen = Path({str(seen)!r})
+            calls = seen.read_text().splitlines() if seen.exists() else []
+            seen.write_text("\\n".join([*calls, os.environ["DENPEX_CACHE"]]) + "\\n")
+            sys.exit(4 if len(calls) % 2 else 0)
+            """
+        )
+    )
+    res = retrain.bench_retrain(repeat=2, cli=[sys.executable, str(fake)], log=lambda m: None)
+    rows = {r["config"]: r for r in res["rows"]}
+    assert rows["cold cache"]["runs"] == 2 and rows["warm cache"]["runs"] == 2
+    assert rows["cold cache"]["gate"] == "passed" and rows["warm cache"]["gate"] == "failed"
+    assert rows["warm cache"]["target_s"] == 30 and rows["cold cache"]["wall_s"] > 0
+    caches = seen.read_text().split()
+    assert len(caches) == 4 and caches[0] == caches[1] and caches[2] == caches[3] and caches[0] != caches[2]
+    md = retrain.markdown_table(res["rows"])
+    assert "| warm cache | 2 |" in md and "failed:" not in md
+
+
+def test_retrain_failure_is_a_row() -> None:
+    res = retrain.bench_retrain(repeat=1, cli=[sys.executable, "-c", "import sys; sys.exit(2)"], log=lambda m: None)
+    assert all("failed" in r for r in res["rows"])
+    assert "failed: exit code 2" in retrain.markdown_table(res["rows"])

@@ -270,6 +270,196 @@ def _initiator_metrics(
     }
 
 
+@dataclass
+class _Setup:
+    """What every step of :func:`train` shares: the taxonomy and the objects built from it."""
+
+    taxonomy: Taxonomy
+    encoder: CachedEncoder
+    matcher: FingerprintMatcher
+    featurizer: Featurizer
+    layout: FeatureLayout
+    entry_emb: np.ndarray
+    affinity: np.ndarray
+    store: FeatureStore | None = None
+    emb_store: EmbeddingStore | None = None
+
+    @property
+    def labels(self) -> list[str]:
+        return self.matcher.labels
+
+
+def _setup(config: TrainConfig, cache_dir: str | Path | None) -> _Setup:
+    taxonomy = load_taxonomy(config.taxonomy_dirs)
+    encoder = CachedEncoder(make_encoder(config.encoder, models_root()))
+    matcher = FingerprintMatcher(taxonomy)
+    featurizer = Featurizer(matcher, encoder, max_lines=config.max_lines, taxonomy=taxonomy)
+    store: FeatureStore | None = None
+    emb_store: EmbeddingStore | None = None
+    if cache_dir is not None:
+        store = FeatureStore(Path(cache_dir), featurizer_signature(featurizer, taxonomy), featurizer.n_base_features)
+        emb_store = EmbeddingStore(Path(cache_dir), encoder.name)
+        emb_store.load_into(encoder)
+    labels = matcher.labels
+    layout = FeatureLayout(
+        len(labels), len(STRUCTURE_NAMES), encoder.dim, len(HANG_FEATURE_NAMES), featurizer.fp_per_class
+    )
+    entry_emb = encoder.encode([taxonomy.get(lab).text_for_search() for lab in labels])
+    affinity = signal_affinity(labels, {e.id: e.hang_signals for e in taxonomy})
+    return _Setup(taxonomy, encoder, matcher, featurizer, layout, entry_emb, affinity, store, emb_store)
+
+
+def _featurise_all(st: _Setup, config: TrainConfig, *, baselines: bool, progress: Progress) -> dict[str, FeatureSet]:
+    """Build the data (synthetic splits, real and user incidents) and featurise it, through the
+    cache when there is one (analyses kept for the test split and real incidents when the
+    baselines need them)."""
+    data = build_data(
+        taxonomy=st.taxonomy,
+        seed=config.seed,
+        per_class=(config.per_class_train, config.per_class_val, config.per_class_test),
+        real_data=config.real_data,
+        extra_data=config.extra_data,
+    )
+    index = {lab: i for i, lab in enumerate(st.labels)}
+    fs = {
+        name: featurize(
+            st.featurizer,
+            data[name],
+            index,
+            keep=baselines and name in ("test", "real"),
+            progress=progress,
+            name=name,
+            cache=st.store,
+        )
+        for name in ("train", "val", "test", "real", "user")
+    }
+    if st.store is not None and st.emb_store is not None:
+        st.store.save()
+        st.emb_store.save_from(st.encoder)
+        log.info("feature cache: %d hits, %d misses (%s)", st.store.hits, st.store.misses, st.store.dir)
+    return fs
+
+
+@dataclass
+class _RealCV:
+    """Out-of-fold scores of the real incidents: ranker scores, probabilities, TF-IDF's."""
+
+    scores: np.ndarray
+    proba: np.ndarray
+    tfidf: np.ndarray
+
+
+def _cross_validate_real(
+    st: _Setup, fs: dict[str, FeatureSet], head: DenpexHead, config: TrainConfig, *, baselines: bool, progress: Progress
+) -> _RealCV:
+    """Real incidents, grouped k-fold by source thread; each fold's stage 1 starts from the
+    final model's (``head``)."""
+    real, n = fs["real"], len(st.labels)
+    cv = _RealCV(np.zeros((len(real), n)), np.zeros((len(real), n)), np.zeros((len(real), n)))
+    tick = progress("cross-validating on real incidents", min(config.cv_folds, len(set(real.groups))))
+    for te, train_fs in real_folds(concat_features(fs["train"], fs["user"]), real, config.cv_folds):
+        fold_head = fit_head(train_fs, st.layout, st.entry_emb, config, st.affinity, init_from=head)
+        cv.scores[te] = fold_head.decision_function(real.X[te])
+        cv.proba[te] = fold_head.predict_proba(real.X[te])
+        if baselines:
+            tf = fit_tfidf(train_fs, st.labels, config.real_weight)
+            cv.tfidf[te] = tf.predict_proba([real.texts[i] for i in te])
+        tick()
+    return cv
+
+
+def _calibrate_on_real(st: _Setup, head: DenpexHead, real: FeatureSet, cv: _RealCV, metrics: dict[str, float]) -> float:
+    """Fit what only unseen real logs can tell: the temperature of hang answers (on the head)
+    and the hang prior (returned); ``cv.proba`` becomes the calibrated, shifted out-of-fold
+    probabilities the threshold and the real metrics are computed on."""
+    t_hang = head.fit_hang_temperature(cv.scores, real.y)
+    if t_hang is not None:
+        cv.proba = head.calibrate(cv.scores)
+        metrics["temperature_hang"] = t_hang
+    real_hang = hang_rows(real.X, st.layout)
+    hang_prior = choose_hang_prior(cv.proba, real.y, real_hang, st.labels)
+    cv.proba = shift_for_hangs(cv.proba, real_hang, st.labels, hang_prior)
+    metrics["hang_prior"] = hang_prior
+    return hang_prior
+
+
+def _head_proba(st: _Setup, head: DenpexHead, part: FeatureSet, hang_prior: float) -> np.ndarray:
+    if not len(part):
+        return np.zeros((0, len(st.labels)))
+    return shift_for_hangs(head.predict_proba(part.X), hang_rows(part.X, st.layout), st.labels, hang_prior)
+
+
+def _abstain_threshold(
+    st: _Setup, val: FeatureSet, val_p: np.ndarray, real_p: np.ndarray | None, real_y: np.ndarray
+) -> float:
+    """The abstention threshold on validation + out-of-fold real scores, weighed equally."""
+    thr_p = np.concatenate([val_p, real_p]) if real_p is not None else val_p
+    thr_y = np.concatenate([val.y, real_y]) if real_p is not None else val.y
+    if not len(thr_y):
+        return 0.0
+    return choose_threshold(
+        thr_p,
+        thr_y,
+        family_supported(thr_p, st.labels, DenpexModel.family_threshold),
+        np.repeat([0, 1], [len(val_p), len(thr_y) - len(val_p)]),
+    )
+
+
+def _test_metrics(
+    st: _Setup,
+    test: FeatureSet,
+    test_p: np.ndarray,
+    final_fs: FeatureSet,
+    config: TrainConfig,
+    threshold: float,
+    *,
+    baselines: bool,
+    metrics: dict[str, float],
+    per_class: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The synthetic test split: the model (all rows and the held-out variants) and the baselines."""
+    held = np.asarray([e.held_out_variant for e in test.examples])
+    for prefix, mask in (("synthetic_test", np.ones(len(test), bool)), ("synthetic_heldout", held)):
+        if mask.any():
+            m = classification_metrics(test_p[mask], test.y[mask], abstain_threshold=threshold)
+            metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
+    if baselines:
+        rule_p = RuleBaseline(st.matcher).predict_proba([a.bundle for a in test.analyses or []])
+        metrics.update({f"synthetic_test/rule/{k}": v for k, v in classification_metrics(rule_p, test.y).items()})
+        tf_p = fit_tfidf(final_fs, st.labels, config.real_weight).predict_proba(test.texts)
+        metrics.update({f"synthetic_test/tfidf/{k}": v for k, v in classification_metrics(tf_p, test.y).items()})
+        metrics.update(
+            _initiator_metrics("synthetic_test", test.analyses or [], test.examples, test_p, st.labels, st.taxonomy)
+        )
+    per_class["synthetic_test"] = per_class_table(test_p, test.y, st.labels)
+
+
+def _real_metrics(
+    st: _Setup,
+    real: FeatureSet,
+    cv: _RealCV,
+    threshold: float,
+    *,
+    baselines: bool,
+    metrics: dict[str, float],
+    per_class: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The real incidents out of fold (all, and those with a confident label), beside the baselines."""
+    confident = np.asarray([e.confident for e in real.examples])
+    rule_p = RuleBaseline(st.matcher).predict_proba([a.bundle for a in real.analyses or []]) if baselines else None
+    for prefix, mask in (("real", np.ones(len(real), bool)), ("real_confident", confident)):
+        m = classification_metrics(cv.proba[mask], real.y[mask], abstain_threshold=threshold)
+        metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
+        if rule_p is not None:
+            for name, P in (("rule", rule_p), ("tfidf", cv.tfidf)):
+                metrics.update(
+                    {f"{prefix}/{name}/{k}": v for k, v in classification_metrics(P[mask], real.y[mask]).items()}
+                )
+    if baselines:
+        metrics.update(_initiator_metrics("real", real.analyses or [], real.examples, cv.proba, st.labels, st.taxonomy))
+    per_class["real"] = per_class_table(cv.proba, real.y, st.labels)
+
+
 def train(
     config: TrainConfig,
     *,
@@ -286,150 +476,45 @@ def train(
     embeddings are read from and saved to an on-disk cache (what ``retrain`` uses).
     """
     t0 = time.perf_counter()
-    taxonomy = load_taxonomy(config.taxonomy_dirs)
-    encoder = CachedEncoder(make_encoder(config.encoder, models_root()))
-    matcher = FingerprintMatcher(taxonomy)
-    featurizer = Featurizer(matcher, encoder, max_lines=config.max_lines, taxonomy=taxonomy)
-    store: FeatureStore | None = None
-    emb_store: EmbeddingStore | None = None
-    if cache_dir is not None:
-        store = FeatureStore(Path(cache_dir), featurizer_signature(featurizer, taxonomy), featurizer.n_base_features)
-        emb_store = EmbeddingStore(Path(cache_dir), encoder.name)
-        emb_store.load_into(encoder)
-    labels = matcher.labels
-    index = {lab: i for i, lab in enumerate(labels)}
-    layout = FeatureLayout(
-        len(labels), len(STRUCTURE_NAMES), encoder.dim, len(HANG_FEATURE_NAMES), featurizer.fp_per_class
-    )
-    entry_emb = encoder.encode([taxonomy.get(lab).text_for_search() for lab in labels])
-    affinity = signal_affinity(labels, {e.id: e.hang_signals for e in taxonomy})
-    data = build_data(
-        taxonomy=taxonomy,
-        seed=config.seed,
-        per_class=(config.per_class_train, config.per_class_val, config.per_class_test),
-        real_data=config.real_data,
-        extra_data=config.extra_data,
-    )
-    fs = {
-        name: featurize(
-            featurizer,
-            data[name],
-            index,
-            keep=baselines and name in ("test", "real"),
-            progress=progress,
-            name=name,
-            cache=store,
-        )
-        for name in ("train", "val", "test", "real", "user")
-    }
-    if store is not None and emb_store is not None:
-        store.save()
-        emb_store.save_from(encoder)
-        log.info("feature cache: %d hits, %d misses (%s)", store.hits, store.misses, store.dir)
+    st = _setup(config, cache_dir)
+    fs = _featurise_all(st, config, baselines=baselines, progress=progress)
     metrics: dict[str, float] = {}
     per_class: dict[str, list[dict[str, Any]]] = {}
-    rule = RuleBaseline(matcher)
     real = fs["real"]
+    with_real = evaluate_real and len(real) > 0
 
     # 1. the final model: synthetic train + all real + user incidents
     final_fs = concat_features(fs["train"], fs["user"], real)
-    head = fit_head(final_fs, layout, entry_emb, config, affinity)
-    # 2. real incidents, grouped k-fold by source thread (stage 1 starts from the final model's)
-    real_oof = np.zeros((len(real), len(labels)))
-    real_scores = np.zeros((len(real), len(labels)))
-    tfidf_oof = np.zeros((len(real), len(labels)))
-    if evaluate_real and len(real):
-        tick = progress("cross-validating on real incidents", min(config.cv_folds, len(set(real.groups))))
-        for te, train_fs in real_folds(concat_features(fs["train"], fs["user"]), real, config.cv_folds):
-            fold_head = fit_head(train_fs, layout, entry_emb, config, affinity, init_from=head)
-            real_scores[te] = fold_head.decision_function(real.X[te])
-            real_oof[te] = fold_head.predict_proba(real.X[te])
-            if baselines:
-                tfidf_oof[te] = fit_tfidf(train_fs, labels, config.real_weight).predict_proba(
-                    [real.texts[i] for i in te]
-                )
-            tick()
-
-    if evaluate_real and len(real):
-        # hang answers: calibrated on real logs of threads the fold's model never saw
-        t_hang = head.fit_hang_temperature(real_scores, real.y)
-        if t_hang is not None:
-            real_oof = head.calibrate(real_scores)
-            metrics["temperature_hang"] = t_hang
-    # the hang prior: how far the hang analysis's finding outweighs the head on real logs
-    hang_prior = 1.0
-    if evaluate_real and len(real):
-        real_hang = hang_rows(real.X, layout)
-        hang_prior = choose_hang_prior(real_oof, real.y, real_hang, labels)
-        real_oof = shift_for_hangs(real_oof, real_hang, labels, hang_prior)
-        metrics["hang_prior"] = hang_prior
-    val_p = head.predict_proba(fs["val"].X) if len(fs["val"]) else np.zeros((0, len(labels)))
-    test_p = head.predict_proba(fs["test"].X) if len(fs["test"]) else np.zeros((0, len(labels)))
-    val_p = shift_for_hangs(val_p, hang_rows(fs["val"].X, layout), labels, hang_prior)
-    test_p = shift_for_hangs(test_p, hang_rows(fs["test"].X, layout), labels, hang_prior)
-
+    head = fit_head(final_fs, st.layout, st.entry_emb, config, st.affinity)
+    # 2. real incidents out of fold; the hang temperature and hang prior fitted on them
+    cv = _cross_validate_real(st, fs, head, config, baselines=baselines, progress=progress) if with_real else None
+    hang_prior = _calibrate_on_real(st, head, real, cv, metrics) if cv is not None else 1.0
+    val_p = _head_proba(st, head, fs["val"], hang_prior)
+    test_p = _head_proba(st, head, fs["test"], hang_prior)
     # 3. abstention threshold on validation + out-of-fold real scores
-    thr_p = np.concatenate([val_p, real_oof]) if evaluate_real and len(real) else val_p
-    thr_y = np.concatenate([fs["val"].y, real.y]) if evaluate_real and len(real) else fs["val"].y
-    threshold = (
-        choose_threshold(
-            thr_p,
-            thr_y,
-            family_supported(thr_p, labels, DenpexModel.family_threshold),
-            np.repeat([0, 1], [len(val_p), len(thr_y) - len(val_p)]),
-        )
-        if len(thr_y)
-        else 0.0
-    )
-
+    threshold = _abstain_threshold(st, fs["val"], val_p, cv.proba if cv is not None else None, real.y)
     # 4. metrics (model and baselines on the same data)
-    test = fs["test"]
-    if len(test):
-        held = np.asarray([e.held_out_variant for e in test.examples])
-        for prefix, mask in (("synthetic_test", np.ones(len(test), bool)), ("synthetic_heldout", held)):
-            if mask.any():
-                m = classification_metrics(test_p[mask], test.y[mask], abstain_threshold=threshold)
-                metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
-        if baselines:
-            rule_p = rule.predict_proba([a.bundle for a in test.analyses or []])
-            metrics.update({f"synthetic_test/rule/{k}": v for k, v in classification_metrics(rule_p, test.y).items()})
-            tf = fit_tfidf(final_fs, labels, config.real_weight)
-            metrics.update(
-                {
-                    f"synthetic_test/tfidf/{k}": v
-                    for k, v in classification_metrics(tf.predict_proba(test.texts), test.y).items()
-                }
-            )
-            metrics.update(
-                _initiator_metrics("synthetic_test", test.analyses or [], test.examples, test_p, labels, taxonomy)
-            )
-        per_class["synthetic_test"] = per_class_table(test_p, test.y, labels)
-    if evaluate_real and len(real):
-        confident = np.asarray([e.confident for e in real.examples])
-        real_rule_p = rule.predict_proba([a.bundle for a in real.analyses or []]) if baselines else None
-        for prefix, mask in (("real", np.ones(len(real), bool)), ("real_confident", confident)):
-            m = classification_metrics(real_oof[mask], real.y[mask], abstain_threshold=threshold)
-            metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
-            if real_rule_p is not None:
-                metrics.update(
-                    {
-                        f"{prefix}/rule/{k}": v
-                        for k, v in classification_metrics(real_rule_p[mask], real.y[mask]).items()
-                    }
-                )
-                metrics.update(
-                    {f"{prefix}/tfidf/{k}": v for k, v in classification_metrics(tfidf_oof[mask], real.y[mask]).items()}
-                )
-        if baselines:
-            metrics.update(_initiator_metrics("real", real.analyses or [], real.examples, real_oof, labels, taxonomy))
-        per_class["real"] = per_class_table(real_oof, real.y, labels)
+    if len(fs["test"]):
+        _test_metrics(
+            st,
+            fs["test"],
+            test_p,
+            final_fs,
+            config,
+            threshold,
+            baselines=baselines,
+            metrics=metrics,
+            per_class=per_class,
+        )
+    if cv is not None:
+        _real_metrics(st, real, cv, threshold, baselines=baselines, metrics=metrics, per_class=per_class)
     metrics["abstain_threshold"] = threshold
 
     model = DenpexModel(
-        taxonomy=taxonomy,
-        encoder=encoder,
+        taxonomy=st.taxonomy,
+        encoder=st.encoder,
         head=head,
-        labels=labels,
+        labels=st.labels,
         abstain_threshold=threshold,
         max_lines=config.max_lines,
         hang_prior=hang_prior,
