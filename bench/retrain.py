@@ -110,7 +110,7 @@ def bench_retrain(
                 "gate": ok[-1]["gate"],
             }
         )
-    return {"command": " ".join(retrain_argv(Path("DIR"))[1:]), "rows": rows}
+    return {"command": " ".join(retrain_argv(Path("DIR"), ["denpex-ml"])), "rows": rows}
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
