@@ -40,3 +40,19 @@ def test_root_cause_lines_lead_and_repeats_are_one_template() -> None:
 def test_max_lines_bounds_the_selection() -> None:
     bundle = read_logs(text=JOB)
     assert len(select_lines(bundle, [], max_lines=1)) == 1
+
+
+def test_errors_that_name_no_exception_class_are_error_lines() -> None:
+    # set-up and CLI failures print no ``...Error`` name; they are still the job's error lines
+    text = (
+        "[rank0]: step 1 loss 2.31\n"
+        "[rank1]: The client socket has failed to connect to node-a:52873 (errno: 110 - Connection timed out)\n"
+        "[rank2]: train.py: error: unrecognized arguments: --local-rank=2\n"
+    )
+    sel = {s.line.text: s for s in select_lines(read_logs(text=text), [])}
+    assert (
+        sel["The client socket has failed to connect to node-a:52873 (errno: 110 - Connection timed out)"].priority
+        == 2.0
+    )
+    assert sel["train.py: error: unrecognized arguments: --local-rank=2"].priority == 2.0
+    assert all(s.priority < 2.0 for t, s in sel.items() if "loss" in t)

@@ -90,7 +90,7 @@ class DenpexModel:
         abstain_threshold: float,
         manifest: dict[str, Any] | None = None,
         max_lines: int = 96,
-        hang_prior: float = 2.0,
+        hang_prior: float = 1.0,
     ) -> None:
         self.taxonomy = taxonomy
         self.labels = labels

@@ -213,10 +213,9 @@ def choose_threshold(
 
 def hang_rows(X: np.ndarray, layout: FeatureLayout) -> np.ndarray:
     """Which base vectors show a hang (the hang analysis's ``signal:hang`` feature)."""
-    if layout.n_hang == 0 or "signal:hang" not in HANG_FEATURE_NAMES:
+    if layout.n_hang == 0:
         return np.zeros(len(X), dtype=bool)
-    col = layout.n_fingerprint + layout.n_structure - layout.n_hang + HANG_FEATURE_NAMES.index("signal:hang")
-    return np.asarray(X[:, col] > 0)
+    return np.asarray(layout.hang(X)[:, HANG_FEATURE_NAMES.index("signal:hang")] > 0)
 
 
 #: the hang priors the trainer chooses among (1.0: no shift)
