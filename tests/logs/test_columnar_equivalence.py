@@ -16,6 +16,7 @@ blocks and a tiny retention (tails deferred across many blocks, stream overflow)
 from __future__ import annotations
 
 import functools
+import io
 import json
 import random
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from denpex_ml.logs import ingest
 from denpex_ml.logs.bundle import LogBundle
 from denpex_ml.logs.limits import Retention
 from denpex_ml.logs.masking import Masker
-from denpex_ml.logs.normalize import iter_text_blocks
+from denpex_ml.logs.normalize import iter_blocks, iter_text_blocks
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_DIRS = [REPO / "tests" / "fixtures", REPO / "data" / "examples"]
@@ -94,10 +95,11 @@ EDGE_CASES = {
 
 def _read(source: Any, *, columnar: bool, retention: Retention | None, tiny_blocks: bool) -> tuple[LogBundle, Masker]:
     masker = Masker()
-    saved_min, saved_blocks = ingest.COLUMNAR_MIN_BYTES, getattr(ingest, "iter_text_blocks")  # noqa: B009
+    saved_min, saved_blocks = ingest.COLUMNAR_MIN_BYTES, getattr(ingest, "iter_blocks")  # noqa: B009
     ingest.COLUMNAR_MIN_BYTES = 0 if columnar else None
-    if tiny_blocks:
-        setattr(ingest, "iter_text_blocks", functools.partial(iter_text_blocks, block_chars=97))  # noqa: B010
+    # the reference reads every block as decoded text; the fast path reads ASCII blocks as bytes
+    reader = iter_blocks if columnar else iter_text_blocks
+    setattr(ingest, "iter_blocks", functools.partial(reader, block_chars=97) if tiny_blocks else reader)  # noqa: B010
     try:
         if isinstance(source, Path):
             bundle = ingest.read_logs(source, retention=retention, masker=masker)
@@ -105,7 +107,7 @@ def _read(source: Any, *, columnar: bool, retention: Retention | None, tiny_bloc
             bundle = ingest.read_logs(text=source, retention=retention, masker=masker)
     finally:
         ingest.COLUMNAR_MIN_BYTES = saved_min
-        setattr(ingest, "iter_text_blocks", saved_blocks)  # noqa: B010
+        setattr(ingest, "iter_blocks", saved_blocks)  # noqa: B010
     return bundle, masker
 
 
@@ -201,3 +203,32 @@ def test_timestamps_and_rank_prefixes_read_as_the_line_parser_reads_them() -> No
     _assert_same(text, retention=TINY, tiny_blocks=True)
     ascii_only = "".join(f"{line} error {i}\n" for i, line in enumerate(lines) if line.isascii())
     _assert_same(ascii_only, retention=Retention(head=1, tail=2000, salient=0, per_template=1))
+
+
+@pytest.mark.parametrize("block", [97, 98, 99, 100, 101, 150, 4096])
+def test_a_launcher_summary_cut_by_a_block_boundary_is_read_whole(block: int) -> None:
+    """The summary's field lines after the cut carry no launcher marker: they are still fed on."""
+    path = REPO / "data/examples/jobs/host-oom"
+    saved = getattr(ingest, "iter_blocks")  # noqa: B009
+    setattr(ingest, "iter_blocks", functools.partial(iter_blocks, block_chars=block))  # noqa: B010
+    try:
+        bundle = ingest.read_logs(path, retention=TINY)
+    finally:
+        setattr(ingest, "iter_blocks", saved)  # noqa: B010
+    assert bundle.launcher is not None and bundle.launcher.root_cause is not None
+    root = bundle.launcher.root_cause
+    assert (root.rank, root.exitcode, root.signal, root.host) == (5, -9, "SIGKILL", "node-1")
+
+
+@pytest.mark.parametrize("block", [7, 64, 97, 1 << 20])
+def test_ascii_blocks_stay_bytes_and_read_as_the_text_reader_reads(block: int) -> None:
+    data = (
+        b"[rank0]: step 1 ok\n[rank1]: caf\xc3\xa9 \xe2\x96\x88 50%\r 100%\n[rank0]: \x1b[31mred\x1b[0m\n"
+        b"[rank1]: bad \xff byte\n[rank0]: " + b"y" * 300 + b"\n[rank0]: done\r\n[rank1]: last"
+    )
+    fast = list(iter_blocks(io.BytesIO(data), name="x", max_line_chars=120, block_chars=block))
+    text = "".join(iter_text_blocks(io.BytesIO(data), name="x", max_line_chars=120, block_chars=block))
+    assert "".join(b if isinstance(b, str) else b.decode("ascii") for b in fast) == text
+    assert all(isinstance(b, str) or b.isascii() for b in fast)
+    plain = list(iter_blocks(io.BytesIO(b"[rank0]: a\n[rank1]: b\n" * 50), name="x", max_line_chars=120))
+    assert plain and all(isinstance(b, bytes) for b in plain)

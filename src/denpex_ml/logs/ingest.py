@@ -39,7 +39,7 @@ from denpex_ml.logs.flight_recorder import looks_like_flight_recorder, read_flig
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
-from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_text_blocks
+from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_blocks
 from denpex_ml.logs.patterns import (
     HOST_PREFIX_SCREEN,
     ISO_TS_PREFIX,
@@ -164,12 +164,22 @@ class _Builder:
             st = self.streams[key] = _Stream(tail=deque(maxlen=self.ret.tail))
         return st
 
-    def add_block(self, block: str, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
-        """Parse, mask and retain one block of complete lines; returns the last line number."""
-        raw = block.encode("utf-8", errors="replace")
+    def add_block(self, block: str | bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
+        """Parse, mask and retain one block of complete lines (text, or ASCII bytes as
+        :func:`~denpex_ml.logs.normalize.iter_blocks` yields them); returns the last line number."""
+        if isinstance(block, bytes):
+            raw = block
+            text: str | None = None
+        else:
+            raw = block.encode("utf-8", errors="replace")
+            text = block
+        if self.launcher.open:  # a launcher summary cut by the block boundary: its lines are fed on
+            return self._add_block_general(
+                text if text is not None else raw.decode("utf-8", "replace"), raw, masker, source, file_rank, lineno
+            )
         m = _NOT_FAST_B.search(raw)
         if m is None:
-            return self._add_block_fast(block, raw, masker, source, file_rank, lineno)
+            return self._add_block_fast(text, raw, masker, source, file_rank, lineno)
         split = raw.rfind(b"\n", 0, m.start()) + 1
         if split >= _MIN_FAST_PREFIX:
             # the lines before the first one that needs the general parser take the fast path
@@ -706,11 +716,13 @@ def _ingest_stream(
         named = host_from_name(name)
         host = masker.host_pseudonym(named) if named else None
     try:
-        for block in iter_text_blocks(stream, name=name, max_line_chars=limits.max_line_chars):  # type: ignore[arg-type]
+        for block in iter_blocks(stream, name=name, max_line_chars=limits.max_line_chars):  # type: ignore[arg-type]
             builder.bundle.n_bytes += len(block)
             if system is None:
                 lineno = builder.add_block(block, masker, name, file_rank, lineno)
                 continue
+            if isinstance(block, bytes):
+                block = block.decode("ascii")
             found = syslog_hosts(block.encode("utf-8", "replace"))
             if found:
                 masker.learn_hosts(found)

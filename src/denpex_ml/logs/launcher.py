@@ -68,6 +68,11 @@ class LauncherParser:
         self._current: FailureRecord | None = None
         self._budget = 0
 
+    @property
+    def open(self) -> bool:
+        """A summary has started and its next lines are still read as its fields."""
+        return self._section is not None
+
     def feed(self, line: str) -> None:
         if "Root Cause (first observed failure)" in line:
             self._start("root")

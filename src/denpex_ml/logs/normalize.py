@@ -17,11 +17,19 @@ import io
 import re
 import unicodedata
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from denpex_ml.errors import NotALogError
 
-__all__ = ["BLOCK_CHARS", "collapse_cr", "iter_text_blocks", "looks_binary", "normalize_block", "sniff_encoding"]
+__all__ = [
+    "BLOCK_CHARS",
+    "collapse_cr",
+    "iter_blocks",
+    "iter_text_blocks",
+    "looks_binary",
+    "normalize_block",
+    "sniff_encoding",
+]
 
 BLOCK_CHARS = 1 << 20
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -127,13 +135,84 @@ def iter_text_blocks(
 ) -> Iterator[str]:
     """Yield normalised blocks of complete lines (each ending in ``\\n``) from a binary stream.
 
+    Every block is decoded (:func:`iter_blocks` leaves plain ASCII as bytes); this is the
+    reference the equivalence tests hold :func:`iter_blocks` to.
+
     Raises :class:`NotALogError` when the stream is binary (see :func:`looks_binary`).
     """
+    buffered = _open_text_stream(stream, name)
+    yield from _decoded_blocks(buffered, sniff_encoding(buffered.peek(8192)[:8192]), max_line_chars, block_chars)
+
+
+def iter_blocks(
+    stream: BinaryIO, *, name: str, max_line_chars: int, block_chars: int = BLOCK_CHARS
+) -> Iterator[str | bytes]:
+    """:func:`iter_text_blocks`, with a block that is plain ASCII and needs no normalisation
+    (no NUL, carriage return, escape or over-long line) yielded as the bytes read, undecoded.
+
+    UTF-8 is cut at newlines as bytes (a newline byte is never part of a multi-byte
+    character), so a block decodes on its own; only blocks holding other bytes are decoded
+    and normalised as text. A log that is ASCII throughout (most machine output) is never
+    decoded at all: ingestion reads such blocks as bytes
+    (:meth:`denpex_ml.logs.ingest._Builder.add_block`).
+    """
+    buffered = _open_text_stream(stream, name)
+    head = buffered.peek(8192)[:8192]
+    encoding = sniff_encoding(head)
+    if encoding == "utf-8" and b"\n" in head:  # LF-ended lines (the text reader's cr_only is False)
+        yield from _utf8_blocks(buffered, max_line_chars, block_chars)
+        return
+    yield from _decoded_blocks(buffered, encoding, max_line_chars, block_chars)
+
+
+def _open_text_stream(stream: BinaryIO, name: str) -> io.BufferedReader[Any]:
     buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream, 1 << 16)  # type: ignore[type-var]
     head = buffered.peek(8192)[:8192]
     if looks_binary(head):
         raise NotALogError(f"{name}: not a text log (binary content in the first {len(head)} bytes)")
-    encoding = sniff_encoding(head)
+    return buffered
+
+
+def _utf8_blocks(buffered: io.BufferedReader, max_line_chars: int, block_chars: int) -> Iterator[str | bytes]:
+    """UTF-8 read as bytes and cut at newlines; a block that needs decoding or normalising is
+    decoded and goes through :func:`normalize_block`, the others stay bytes."""
+    carry = b""
+    skipping = False  # inside an over-long line whose tail is being skipped
+    while True:
+        chunk = buffered.read(block_chars)
+        if not chunk:
+            break
+        if skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                continue
+            chunk = chunk[nl + 1 :]
+            skipping = False
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+        else:
+            carry = data[cut + 1 :]
+            yield _clean_block(data[: cut + 1], max_line_chars)
+        if len(carry) > max_line_chars:
+            text = carry.decode("utf-8", "replace")
+            if len(text) > max_line_chars:  # characters, as the text reader counts them
+                yield normalize_block(text[:max_line_chars] + TRUNCATION_MARK + "\n")
+                carry = b""
+                skipping = True
+    if carry:
+        yield _clean_block(carry + b"\n", max_line_chars)
+
+
+def _clean_block(raw: bytes, max_line_chars: int) -> str | bytes:
+    plain = raw.isascii() and b"\r" not in raw and b"\x00" not in raw and b"\x1b" not in raw
+    if plain and (len(raw) <= max_line_chars or _longest_line(raw) <= max_line_chars):
+        return raw
+    return normalize_block(_cap_lines(raw.decode("utf-8", "replace"), max_line_chars))
+
+
+def _decoded_blocks(buffered: io.BufferedReader, encoding: str, max_line_chars: int, block_chars: int) -> Iterator[str]:
     reader = io.TextIOWrapper(buffered, encoding=encoding, errors="replace", newline="")
     carry = ""
     skipping = False  # inside an over-long line whose tail is being skipped
@@ -195,9 +274,13 @@ def _cap_lines(block: str, max_line_chars: int) -> str:
 
 
 def _longest_line_bytes(block: str) -> int:
+    return _longest_line(block.encode("utf-8", "surrogatepass"))
+
+
+def _longest_line(raw: bytes) -> int:
     import numpy as np
 
-    data = np.frombuffer(block.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    data = np.frombuffer(raw, dtype=np.uint8)
     cuts = np.flatnonzero(data == 10)
     if not len(cuts):
         return len(data)
