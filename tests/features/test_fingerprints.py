@@ -25,3 +25,36 @@ def test_scan_reports_each_hit_with_its_line_and_role() -> None:
     assert all(h.line.rank == 3 for h in hits)
     scores = m.rule_scores(hits)
     assert m.labels[int(np.argmax(scores))] == "cuda-oom"
+
+
+def test_loss_scale_calibration_in_the_first_steps_is_not_divergence() -> None:
+    """Dynamic loss scaling starts at 2^16-2^32 and halves on overflow: skips at large scales
+    are expected; skips at small scales (the scaler running out of room) are the symptom."""
+    m = FingerprintMatcher(load_taxonomy())
+
+    def entries(line: str) -> set[str]:
+        return {m.entry_of(i) for i in m.match_text(line)}
+
+    calibrating = (
+        "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4294967296, reducing to 2147483648",
+        "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+    )
+    collapsing = (
+        "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 8, reducing to 4",
+        "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 0.5",
+        "[deepspeed] OVERFLOW! Rank 1 Skipping step.",
+    )
+    for line in calibrating:
+        assert "loss-nan-divergence" not in entries(line), line
+    for line in collapsing:
+        assert "loss-nan-divergence" in entries(line), line
+
+
+def test_store_bind_and_proxy_connect_failures_are_init_failures() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for line in (
+        "[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
+        "node-a:195626:198757 [0] proxy.cc:808 NCCL WARN Proxy Call to rank 1 failed (Connect)",
+    ):
+        assert {m.entry_of(i) for i in m.match_text(line)} == {"nccl-init-failure"}, line
+
