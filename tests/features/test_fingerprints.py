@@ -58,3 +58,17 @@ def test_store_bind_and_proxy_connect_failures_are_init_failures() -> None:
     ):
         assert {m.entry_of(i) for i in m.match_text(line)} == {"nccl-init-failure"}, line
 
+
+def test_torch_save_into_a_missing_directory_is_file_not_found() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = "RuntimeError: Parent directory /data/ckpt/d20 does not exist."
+    assert "file-not-found" in {m.entry_of(i) for i in m.match_text(line)}
+    assert "file-not-found" not in {m.entry_of(i) for i in m.match_text("RuntimeError: bad value")}
+
+
+def test_an_efa_provider_error_is_a_network_error() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = (
+        "Unable to write to EQ: Missing or unavailable event queue. err: Input/output error (5) prov/rxr/src/rxr.h:1042"
+    )
+    assert "nccl-network-error" in {m.entry_of(i) for i in m.match_text(line)}

@@ -209,3 +209,19 @@ def test_single_rank_that_never_entered_the_collective_from_an_unprefixed_line()
         "[Rank 1] Last enqueued NCCL work: 2193, last completed 2193\n"
     )
     assert _report(text).suspects == (1,)
+
+
+def test_a_large_parameter_gather_against_another_op_at_one_seq_is_a_sharded_divergence() -> None:
+    text = "\n".join(
+        (
+            WD.format(r=0, seq=357826, op="_ALLGATHER_BASE", n=50823168),
+            WD.format(r=1, seq=357826, op="ALLREDUCE", n=1),
+        )
+    )
+    rep = _report(text)
+    assert {"signal:same-seq-diff-op", "signal:mismatch-param-gather"} <= rep.signals
+    small = _report(
+        "\n".join((WD.format(r=0, seq=9, op="_ALLGATHER_BASE", n=8), WD.format(r=1, seq=9, op="ALLREDUCE", n=1)))
+    )
+    assert "signal:same-seq-diff-op" in small.signals
+    assert "signal:mismatch-param-gather" not in small.signals  # a gather of a few elements: a metric, not a shard

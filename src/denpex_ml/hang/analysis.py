@@ -101,6 +101,16 @@ _MISMATCH = re.compile(
     r"(?:, TensorShape=\[([^\]]*)\])?"
 )
 _PARAM_GATHER = re.compile(r"ALLGATHER_BASE|ALLGATHER_INTO_TENSOR|REDUCE_SCATTER")
+#: Elements from which an all-gather is a parameter shard's, not a flag's or a metric's.
+_PARAM_NUMEL = 1_000_000
+
+
+def _gathers_params_alone(ops: set[tuple[str, int | None]]) -> bool:
+    """At one SeqNum: a large parameter all-gather / reduce-scatter on some ranks, another op on others."""
+    names = {op for op, _ in ops}
+    return len(names) > 1 and any(_PARAM_GATHER.search(op) and (n or 0) >= _PARAM_NUMEL for op, n in ops)
+
+
 _DESYNC = re.compile(r"\[([\d, ]+)\] (?:finished collective #\d+, but didn't join|did not join|is not)")
 _STORE = re.compile(
     r"waitForInput|[Ss]ocket [Tt]imeout|store->get\(|[Ww]ait timeout|Timed out initializing process group in store|"
@@ -442,6 +452,10 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             by_seq.setdefault(c.seq, set()).add((c.op.upper(), c.numel_in))
         if any(len(v) > 1 for v in by_seq.values()):
             signals.add("same-seq-diff-op")
+        if any(_gathers_params_alone(v) for v in by_seq.values()):
+            # one rank gathers a parameter shard (millions of elements) where another waits in a
+            # different collective at the same SeqNum: a sharded forward the others never ran
+            signals.add("mismatch-param-gather")
         if any(c.numel_in is not None and c.numel_in <= 8 for c in colls.values()):
             signals.add("tiny-collective")
     for op in ops:
