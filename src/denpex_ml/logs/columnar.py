@@ -270,21 +270,25 @@ class Block:
             text = self.raw_texts([i])[0]
         return collapse_cr(text) if "\r" in text else text
 
-    def items(self, idx: list[int]) -> list[tuple[str, int, str, str | None, bool]]:
-        """Retention items of lines ``idx``: (source, line number, text, host, salient)."""
+    def lines(self, idx: list[int]) -> list[str]:
+        """What :meth:`text` gives for each of lines ``idx``, the unmasked ones decoded at once."""
         if not idx:
             return []
         texts = self.texts
         it = iter(self.raw_texts([i for i in idx if i not in texts]) if texts else self.raw_texts(idx))
-        sal = self.salient[idx].tolist()
-        base = self.lineno + 1
-        src = self.source
-        out: list[tuple[str, int, str, str | None, bool]] = []
-        for i, s in zip(idx, sal, strict=True):
+        out: list[str] = []
+        for i in idx:
             text = texts.get(i)
             if text is None:
                 text = next(it)
-            if "\r" in text:
-                text = collapse_cr(text)
-            out.append((src, base + i, text, None, s))
+            out.append(collapse_cr(text) if "\r" in text else text)
         return out
+
+    def items(self, idx: list[int]) -> list[tuple[str, int, str, str | None, bool]]:
+        """Retention items of lines ``idx``: (source, line number, text, host, salient)."""
+        if not idx:
+            return []
+        base = self.lineno + 1
+        src = self.source
+        sal = self.salient[idx].tolist()
+        return [(src, base + i, text, None, s) for i, text, s in zip(idx, self.lines(idx), sal, strict=True)]

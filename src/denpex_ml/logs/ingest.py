@@ -118,11 +118,11 @@ class _Stream:
             self.pending[0] = (b, first[self.n_pending - maxlen :])
             self.n_pending = maxlen
 
-    def flush_tail(self, keep: Block | None) -> None:
-        """The deferred tail lines of every block but ``keep`` become strings (in order)."""
+    def flush_tail(self, keep: tuple[Block, ...] = ()) -> None:
+        """The deferred tail lines of every block not in ``keep`` become strings (in order)."""
         done = 0
         for b, idx in self.pending:
-            if b is keep:
+            if any(b is k for k in keep):
                 break
             self.tail.extend(b.items(idx.tolist()))
             self.n_pending -= len(idx)
@@ -133,7 +133,10 @@ class _Stream:
         """Keep a salient line unless the budget is spent or its template was kept often enough."""
         if len(self.salient) >= cap:
             return
-        tpl = _TEMPLATE.sub("#", item[2])
+        self.offer_templated(item, _TEMPLATE.sub("#", item[2]), per_template)
+
+    def offer_templated(self, item: tuple[str, int, str, str | None, bool], tpl: str, per_template: int) -> None:
+        """:meth:`offer_salient` with the line's template already made (and the budget checked)."""
         seen = self.templates.get(tpl, 0)
         self.templates[tpl] = seen + 1
         if seen < per_template:
@@ -152,6 +155,7 @@ class _Builder:
         self.launcher = LauncherParser()
         self.bundle = LogBundle()
         self._deferred: list[_Stream] = []  # streams with tail lines still in a block (columnar path)
+        self._recent: deque[Block] = deque(maxlen=_KEPT_BLOCKS)  # blocks tail lines may still point into
 
     def _stream(self, key: StreamKey) -> _Stream:
         st = self.streams.get(key)
@@ -297,17 +301,23 @@ class _Builder:
             if len(sal_idx) and len(st.salient) < cap:
                 n_head = min(take_head, m)
                 last_head = idx[n_head - 1] if n_head else -1
-                for i in sal_idx[sal_idx > last_head].tolist():
+                offered = sal_idx[sal_idx > last_head].tolist()
+                texts = blk.lines(offered)
+                # the templates of all of them by one substitution (no template holds a newline)
+                tpls = _TEMPLATE.sub("#", "\n".join(texts)).split("\n") if texts else []
+                for i, text, tpl in zip(offered, texts, tpls, strict=True):
                     if len(st.salient) >= cap:
                         break  # offer_salient would refuse it and every later one, changing nothing
-                    st.offer_salient((source, lineno + i + 1, blk.text(i), None, True), cap, ret.per_template)
+                    st.offer_templated((source, lineno + i + 1, text, None, True), tpl, ret.per_template)
             rest_idx = idx[take_head:]
             if len(rest_idx):
                 st.defer_tail(blk, rest_idx[-ret.tail :] if ret.tail else rest_idx[:0], ret.tail)
                 touched.append(st)
         # tails still pointing into an earlier block become strings now: that block goes
+        self._recent.append(blk)
+        keep = tuple(self._recent)
         for st in self._deferred:
-            st.flush_tail(keep=blk)
+            st.flush_tail(keep)
         self._deferred = [st for st in {id(s): s for s in (*self._deferred, *touched)}.values() if st.pending]
         return lineno + n
 
@@ -321,15 +331,16 @@ class _Builder:
         """Sorted indices of the lines that masking may change: what :class:`_Detector` flags."""
         import numpy as np
 
-        hit = table.scan(masker._gate().pattern, _OPTIONS)
+        gate = masker._gate().pattern
+        first_rx = masker._first_regex()
+        # the rule gates and the learned hosts' first pieces by one scan: a line is flagged when
+        # either starts a match in it, which is when their alternation does
+        hit = table.scan(gate if first_rx is None else gate + b"|" + first_rx.pattern, _OPTIONS)
         if b"PRIVATE KEY" in raw:
             starts = sorted({s for s in _key_block_lines(raw) if s < len(raw)})
             if starts:
                 hit[np.searchsorted(table.starts, np.array(starts, dtype=np.int64))] = True
-        first_rx = masker._first_regex()
-        if first_rx is not None:
-            hit |= table.scan(first_rx.pattern, _OPTIONS)
-        elif masker._first:
+        if first_rx is None and masker._first:
             for i in _line_indices(masker.detector(), raw):  # the dict lookup per piece: too many hosts for one regex
                 if i < table.n:
                     hit[i] = True
@@ -338,8 +349,9 @@ class _Builder:
     def _flush_tails(self) -> None:
         """Every deferred tail line becomes a string (before anything else touches the tails)."""
         for st in self._deferred:
-            st.flush_tail(keep=None)
+            st.flush_tail()
         self._deferred = []
+        self._recent.clear()
 
     def _general_bytes(self, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
         return self._add_block_general(raw.decode("utf-8", "replace"), raw, masker, source, file_rank, lineno)
@@ -626,6 +638,10 @@ _NCCL_HOST_IN_TEXT = re2.compile(("(" + NCCL_HOST + r"):\d+:\d+ \[\d+\] NCCL").e
 _NCCL_HOST_SPAN = re2.compile((NCCL_HOST + r":\d+:\d+ \[\d+\] NCCL").encode())  # the same, no group
 
 
+#: Columnar blocks kept while stream tails point into them: a tail line is made a string only once
+#: it is this many blocks old and still in the tail (most are pushed out before).
+_KEPT_BLOCKS = 3
+
 #: A block is split into a fast-path head and a general tail only when the head has this many bytes.
 _MIN_FAST_PREFIX = 16 * 1024
 
@@ -648,14 +664,24 @@ def _nccl_hosts(data: bytes) -> set[bytes]:
     first colon (it cannot hold one, and a colon follows it)."""
     # A match lies within one line and ends in " NCCL": only the lines holding that literal are
     # scanned (found by memmem), each from its start, as the scan of the whole block reaches it.
+    # What a line yields depends only on its bytes up to its last " NCCL": a process prints
+    # thousands of lines behind the same "[rankN]:host:pid:tid [dev] NCCL", read once each.
     match = _NCCL_HOST_SPAN._regexp.Match
     found: set[bytes] = set()
+    seen: set[bytes] = set()
     hit = data.find(b" NCCL")
     while hit >= 0:
         pos = data.rfind(b"\n", 0, hit) + 1
         end = data.find(b"\n", hit)
         if end < 0:
             end = len(data)
+        last = data.rfind(b" NCCL", hit, end) + 5
+        key = data[pos:last]
+        if key in seen:
+            hit = data.find(b" NCCL", end)
+            continue
+        seen.add(key)
+        end = last
         while True:
             start, stop = match(_UNANCHORED, data, pos, end)[0]
             if start == -1 and stop == -1:

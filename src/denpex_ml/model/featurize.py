@@ -13,6 +13,7 @@ import numpy as np
 
 from denpex_ml.embedding import Encoder
 from denpex_ml.features.fingerprints import FingerprintHit, FingerprintMatcher
+from denpex_ml.features.recovery import drop_recovered
 from denpex_ml.features.select import EXCEPTION_RE, SelectedLine, select_lines
 from denpex_ml.features.structure import FEATURE_NAMES, StructureFeatures, analyse_structure
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, HangReport, analyse_hang
@@ -79,7 +80,8 @@ class Featurizer:
         return self.fp_per_class * len(self.matcher.labels) + len(STRUCTURE_NAMES) + self.embedding_dim
 
     def analyse(self, bundle: LogBundle) -> JobAnalysis:
-        hits = self.matcher.scan(bundle.iter_lines())
+        lines = list(bundle.iter_lines())
+        hits = drop_recovered(self.matcher.scan(lines), lines)  # a flap that came back is not the cause
         selected = select_lines(bundle, hits, max_lines=self.max_lines)
         structure = analyse_structure(bundle)
         hang = analyse_hang(bundle, structure, flight_recorder=_flight_recorder(bundle))
