@@ -171,13 +171,14 @@ class _Collector:
                     for r in _ranks(m.group(2).replace(" ", "")):
                         self.host(r, m.group(1), "deepspeed rank mapping")
         else:
-            m = _CVD.search(text)
+            # each pattern holds its literal: most lines (all of a training loop's) skip the searches
+            m = _CVD.search(text) if "CUDA_VISIBLE_DEVICES" in text else None
             if m:
                 self.cvd[rank] = [int(x) for x in m.group(1).replace(" ", "").split(",")]
-            m = _LOCAL.search(text)
+            m = _LOCAL.search(text) if ("LOCAL" in text or "local_rank" in text) else None
             if m and self.at(rank).local_rank is None:
                 self.at(rank).local_rank = int(m.group(1))
-            m = _NODENAME.search(text)
+            m = _NODENAME.search(text) if "SLURM" in text else None
             if m:
                 self.host(rank, m.group(1), "slurm environment")
         m = _WORLD.search(text) if ("world_size" in text or "WORLD_SIZE" in text) else None
