@@ -264,14 +264,9 @@ class Block:
             return []
         return self.joined(idx).decode("utf-8", "replace").split("\n")  # no line holds a newline
 
-    def text(self, i: int) -> str:
-        text = self.texts.get(i)
-        if text is None:
-            text = self.raw_texts([i])[0]
-        return collapse_cr(text) if "\r" in text else text
-
     def lines(self, idx: list[int]) -> list[str]:
-        """What :meth:`text` gives for each of lines ``idx``, the unmasked ones decoded at once."""
+        """Lines ``idx`` as kept: masked text where masked, else decoded at once; progress-bar
+        redraws collapsed."""
         if not idx:
             return []
         texts = self.texts

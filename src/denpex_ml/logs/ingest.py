@@ -178,9 +178,7 @@ class _Builder:
             raw = block.encode("utf-8", errors="replace")
             text = block
         if self.launcher.open:  # a launcher summary cut by the block boundary: its lines are fed on
-            return self._add_block_general(
-                text if text is not None else raw.decode("utf-8", "replace"), raw, masker, source, file_rank, lineno
-            )
+            return self._general_bytes(raw, masker, source, file_rank, lineno)
         m = _NOT_FAST_B.search(raw)
         if m is None:
             return self._add_block_fast(text, raw, masker, source, file_rank, lineno)
