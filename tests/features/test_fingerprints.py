@@ -72,3 +72,41 @@ def test_an_efa_provider_error_is_a_network_error() -> None:
         "Unable to write to EQ: Missing or unavailable event queue. err: Input/output error (5) prov/rxr/src/rxr.h:1042"
     )
     assert "nccl-network-error" in {m.entry_of(i) for i in m.match_text(line)}
+
+
+def test_non_finite_loss_wordings_and_a_collapsed_loss_scale_are_divergence() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+
+    def entries(line: str) -> set[str]:
+        return {m.entry_of(i) for i in m.match_text(line)}
+
+    for line in (
+        "[11:41:59.064379] Loss is nan, stopping training",
+        "DLL 2020-06-04 01:09:11.569757 - Training Epoch: 0 Training Iteration: 2933  average_loss : nan  step_loss : 1.07",
+        "DLL 2020-05-30 07:35:01.358301 - PARAMETER loss_scale : 3.725290298461914e-09",
+        "loss_scale=0.00001",
+    ):
+        assert "loss-nan-divergence" in entries(line), line
+    for line in (
+        "[11:41:33.534863] Epoch: [8]  [ 200/2293]  lr: 0.000004  loss: 0.2606 (0.2654)",
+        "DLL 2020-05-30 07:35:01.358301 - PARAMETER loss_scale : 0.5",
+        "val_loss: nan_count 0",
+    ):
+        assert "loss-nan-divergence" not in entries(line), line
+
+
+def test_rdma_registration_failure_is_init_not_host_memory() -> None:
+    from denpex_ml.baselines import RuleBaseline
+    from denpex_ml.logs import read_logs
+
+    m = FingerprintMatcher(load_taxonomy())
+    line = "node-a:11:22 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"
+    assert "nccl-init-failure" in {m.entry_of(i) for i in m.match_text(line)}
+    P = RuleBaseline(m).predict_proba([read_logs(text=line + "\n")])[0]
+    assert m.labels[int(P.argmax())] == "nccl-init-failure"
+
+
+def test_nccl_kernels_missing_for_the_gpu_is_a_driver_or_build_mismatch() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = "node-a:2336636:2336906 [0] enqueue.cc:58 NCCL WARN Cuda failure 'named symbol not found'"
+    assert {m.entry_of(i) for i in m.match_text(line)} == {"cuda-driver-mismatch"}

@@ -56,3 +56,13 @@ def test_errors_that_name_no_exception_class_are_error_lines() -> None:
     )
     assert sel["train.py: error: unrecognized arguments: --local-rank=2"].priority == 2.0
     assert all(s.priority < 2.0 for t, s in sel.items() if "loss" in t)
+
+
+def test_a_dotted_exception_class_without_error_in_its_name_is_an_error_line() -> None:
+    text = (
+        "[rank0]: step 1 loss 2.31\n"
+        "[rank0]: torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True.\n"
+    )
+    sel = {s.line.text: s for s in select_lines(read_logs(text=text), [])}
+    assert sel["torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True."].priority == 2.0
+    assert all(s.priority < 2.0 for t, s in sel.items() if "loss" in t)

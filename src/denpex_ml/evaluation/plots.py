@@ -23,7 +23,7 @@ def _plt() -> Any:
     return plt
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
@@ -122,7 +122,7 @@ def write_plots(result: EvalResult, out: Path) -> dict[str, dict[str, str]]:
     for ds, by in result.measured.items():
         model = by["model"]
         got: dict[str, str] = {}
-        stem = _safe(ds)
+        stem = safe_name(ds)
         if model.confusion and result.data[ds]["n_known"]:
             got["confusion"] = f"confusion_{stem}.png"
             _confusion(plt, result.labels, model.confusion, f"{ds}: confusion matrix (model)", out / got["confusion"])

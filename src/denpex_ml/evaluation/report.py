@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from denpex_ml.baselines import GPUALERT_MAP
+from denpex_ml.evaluation.plots import safe_name
 from denpex_ml.taxonomy.groups import GROUPS
 
 if TYPE_CHECKING:
@@ -219,3 +220,6 @@ def write_report(result: EvalResult, out: Path, plots: dict[str, dict[str, str]]
     payload["gpualert_mapping"] = GPUALERT_MAP
     (out / "metrics.json").write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
     (out / "report.md").write_text(render_markdown(result, plots), encoding="utf-8")
+    for name, rows in result.predictions.items():
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+        (out / f"predictions_{safe_name(name)}.jsonl").write_text(text, encoding="utf-8")

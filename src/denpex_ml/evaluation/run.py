@@ -114,6 +114,10 @@ class EvalResult:
     notes: list[str] = field(default_factory=list)
     prequential: list[dict[str, Any]] = field(default_factory=list)
     ablation: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: pool name -> one row per incident of the real and user pools: its label, the model's answer
+    #: (out of fold where the model trained on it) and the rules' answer; written as
+    #: ``predictions_<pool>.jsonl`` so a wrong or doubtful label can be found and read
+    predictions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -293,6 +297,11 @@ def evaluate(config: EvalConfig, *, progress: Progress = no_progress) -> EvalRes
         ablation = _real_cross_validation(run, pools["real"], scored["real"], train_fs, notes)
     gpu_version = _score_baselines(run, pools, scored, train_fs, trained_real)
     measured, data = _measure(run, pools, scored, sets)
+    predictions = {
+        name: _predictions(pool, scored[name], run.labels)
+        for name, pool in pools.items()
+        if pool.examples and pool.examples[0].kind != "synthetic"
+    }
     systems = {
         "model": f"denpex_ml model {Path(config.model_dir).name if config.model_dir else 'default'}",
         "rule": "taxonomy fingerprint regexes only",
@@ -312,7 +321,35 @@ def evaluate(config: EvalConfig, *, progress: Progress = no_progress) -> EvalRes
         notes=notes,
         prequential=load_prequential(config.prequential_dir) if config.prequential_dir else [],
         ablation=ablation,
+        predictions=predictions,
     )
+
+
+def _predictions(pool: Pool, s: _Scored, labels: list[str]) -> list[dict[str, Any]]:
+    """Per incident: label, the model's answer and top three, the fingerprint rules' answer."""
+    rule = s.baselines.get("rule")
+    rows = []
+    for i, ex in enumerate(pool.examples):
+        p = s.proba[i]
+        top = np.argsort(-p)[:3].tolist()
+        row: dict[str, Any] = {
+            "id": ex.id,
+            "group": ex.group,
+            "label": ex.label,
+            "predicted": UNKNOWN_ID if s.pred[i] < 0 else labels[int(s.pred[i])],
+            "confidence": round(float(p[top[0]]), 4),
+            "top3": [[labels[j], round(float(p[j]), 4)] for j in top],
+            "correct": bool(s.pred[i] == s.y[i]) if s.y[i] >= 0 else bool(s.pred[i] < 0),
+            "out_of_fold": pool.trained_on,
+            "hang": bool(s.analyses[i].hang.is_hang),
+            "initiating_rank": s.ranks[i][0],
+            "predicted_rank": s.ranks[i][1],
+        }
+        if rule is not None:
+            r = int(_baseline_pred("rule", rule[i : i + 1])[0])
+            row["rules"] = UNKNOWN_ID if r < 0 else labels[r]
+        rows.append(row)
+    return rows
 
 
 class _Run:
