@@ -64,5 +64,7 @@ def test_a_dotted_exception_class_without_error_in_its_name_is_an_error_line() -
         "[rank0]: torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True.\n"
     )
     sel = {s.line.text: s for s in select_lines(read_logs(text=text), [])}
-    assert sel["torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True."].priority == 2.0
+    assert (
+        sel["torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True."].priority == 2.0
+    )
     assert all(s.priority < 2.0 for t, s in sel.items() if "loss" in t)

@@ -165,3 +165,17 @@ def test_a_host_learned_late_is_masked_in_lines_kept_earlier() -> None:
     b = read_logs(text="\n".join(lines) + "\n")
     assert "gpu-host-a" not in b.text()
     assert any("node-1:2365624" in line.text for s in b.streams.values() for line in s.lines)
+
+
+def test_a_launcher_summary_ends_with_its_file(tmp_path: Path) -> None:
+    """A summary cut at the end of one file does not read the next file's lines as its fields."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rank0.log").write_text(
+        "Failures:\n  <NO_OTHER_FAILURES>\nRoot Cause (first observed failure):\n[0]:\n  rank      : 0 (local_rank: 0)\n",
+        encoding="utf-8",
+    )
+    (job / "rank1.log").write_text("  exitcode  : -9 (pid: 77)\n  host      : gpu-node-9\nstep 1\n", encoding="utf-8")
+    root = read_logs(job).launcher.root_cause
+    assert root is not None and root.rank == 0
+    assert root.exitcode is None and root.host is None

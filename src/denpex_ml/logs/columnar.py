@@ -33,7 +33,15 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["SPACE_OR_HIGH", "TRUNCATION_MARK_B", "Block", "LineTable", "iso_timestamps", "rank_prefixes"]
+__all__ = [
+    "SPACE_OR_HIGH",
+    "TRUNCATION_MARK_B",
+    "Block",
+    "LineTable",
+    "iso_timestamps",
+    "matching_lines",
+    "rank_prefixes",
+]
 
 
 class LineTable:
@@ -63,17 +71,7 @@ class LineTable:
         and the scan goes on at the next line (as ``ingest._line_indices`` steps)."""
         import numpy as np
 
-        match = _line_regex(pattern, options)._regexp.Match
-        raw = self.raw
-        size = len(raw)
-        found: list[int] = []
-        pos = 0
-        while pos < size:
-            start, stop = match(_UNANCHORED, raw, pos, size)[0]
-            if start == -1:
-                break
-            found.append(stop)  # the newline that ends the line
-            pos = stop + 1
+        found = [stop for _, stop in matching_lines(pattern, self.raw, options)]
         hit = np.zeros(self.n, dtype=np.bool_)
         if found:
             hit[np.searchsorted(self.ends, np.array(found, dtype=np.int64))] = True
@@ -93,6 +91,25 @@ class LineTable:
         np.minimum(at, len(raw) - 1, out=at)
         out: npt.NDArray[np.uint8] = data[at]
         return out
+
+
+def matching_lines(pattern: bytes, raw: bytes, options: Any = None) -> list[tuple[int, int]]:
+    """Per line of ``raw`` in which the RE2 ``pattern`` starts a match: (where the first match
+    starts, where the line ends: its newline or the end of ``raw``). One scan by a compiled
+    ``(?:pattern)[^\\n]*`` kept across calls (its DFA stays warm), which ends every match at the end
+    of the line where it starts: each matching line costs one call, no match object, and the scan
+    goes on at the next line. No pattern asked here can match a newline."""
+    match = _line_regex(pattern, options)._regexp.Match
+    size = len(raw)
+    found: list[tuple[int, int]] = []
+    pos = 0
+    while pos < size:
+        start, stop = match(_UNANCHORED, raw, pos, size)[0]
+        if start == -1:
+            break
+        found.append((start, stop))
+        pos = stop + 1
+    return found
 
 
 _LINE_REGEXES: dict[tuple[bytes, int], Any] = {}
@@ -222,7 +239,7 @@ SPACE_OR_HIGH = bytes([9, 10, 11, 12, 13, 28, 29, 30, 31, 32, *range(128, 256)])
 class Block:
     """A columnar block's bytes and line table, kept while stream tails point into it."""
 
-    __slots__ = ("ends", "lineno", "pre_len", "raw", "salient", "source", "starts", "texts", "ts_len")
+    __slots__ = ("ends", "hosts", "lineno", "pre_len", "raw", "salient", "source", "starts", "texts", "ts_len")
 
     def __init__(self, raw: bytes, starts: Any, ends: Any, ts_len: Any, pre_len: Any, source: str, lineno: int) -> None:
         self.raw = raw
@@ -234,6 +251,7 @@ class Block:
         self.lineno = lineno
         self.texts: dict[int, str] = {}  # masked lines (before carriage returns are collapsed)
         self.salient: Any = None
+        self.hosts: dict[int, str] | None = None  # host pseudonyms of NCCL debug lines (per-rank files)
 
     def raw_line(self, i: int) -> str:
         return self.raw[int(self.starts[i]) : int(self.ends[i])].decode("utf-8", "replace")
@@ -286,4 +304,7 @@ class Block:
         base = self.lineno + 1
         src = self.source
         sal = self.salient[idx].tolist()
+        if self.hosts:
+            host = self.hosts.get
+            return [(src, base + i, text, host(i), s) for i, text, s in zip(idx, self.lines(idx), sal, strict=True)]
         return [(src, base + i, text, None, s) for i, text, s in zip(idx, self.lines(idx), sal, strict=True)]

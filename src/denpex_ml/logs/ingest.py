@@ -34,11 +34,18 @@ from denpex_ml.errors import (
 )
 from denpex_ml.logs.archives import is_archive_name
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine, RankLog, StreamKey
-from denpex_ml.logs.columnar import SPACE_OR_HIGH, TRUNCATION_MARK_B, Block, iso_timestamps, rank_prefixes
+from denpex_ml.logs.columnar import (
+    SPACE_OR_HIGH,
+    TRUNCATION_MARK_B,
+    Block,
+    iso_timestamps,
+    matching_lines,
+    rank_prefixes,
+)
 from denpex_ml.logs.flight_recorder import looks_like_flight_recorder, read_flight_recorder
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
-from denpex_ml.logs.masking import Masker
+from denpex_ml.logs.masking import Masker, _Detector
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_blocks
 from denpex_ml.logs.patterns import (
     HOST_PREFIX_SCREEN,
@@ -179,7 +186,7 @@ class _Builder:
             text = block
         if self.launcher.open:  # a launcher summary cut by the block boundary: its lines are fed on
             return self._general_bytes(raw, masker, source, file_rank, lineno)
-        m = _NOT_FAST_B.search(raw)
+        m = (_NOT_FAST_RANKED_B if file_rank is not None and BARE_NCCL_FAST else _NOT_FAST_B).search(raw)
         if m is None:
             return self._add_block_fast(text, raw, masker, source, file_rank, lineno)
         split = raw.rfind(b"\n", 0, m.start()) + 1
@@ -198,21 +205,37 @@ class _Builder:
     def _add_block_fast(
         self, block: str | None, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int
     ) -> int:
-        """Torchrun-prefixed or unprefixed lines: the columnar engine for large blocks, else per line."""
+        """Torchrun-prefixed or unprefixed lines, and in a per-rank file NCCL debug lines
+        (``host:pid:tid [dev] NCCL ...``): the columnar engine for large blocks, else per line."""
+        hosts: dict[int, str] | None = None
+        if file_rank is not None and BARE_NCCL_FAST:
+            hosts = _bare_nccl_hosts(raw, masker)
+            if hosts is None:  # a line of that shape is some other prefix: the general parser reads it
+                return self._general_bytes(raw, masker, source, file_rank, lineno)
+            if hosts:
+                self.bundle.formats["nccl"] += len(hosts)
         min_bytes = COLUMNAR_MIN_BYTES
         if min_bytes is not None and len(raw) >= min_bytes and raw.endswith(b"\n"):
             if raw.isascii():
-                return self._add_block_columnar(raw, masker, source, file_rank, lineno)
+                return self._add_block_columnar(raw, masker, source, file_rank, lineno, hosts)
             if block is None:
                 block = raw.decode("utf-8", "replace")
             if _NON_ASCII_DIGIT.search(block) is None:  # Python's \d would read it, RE2's not
-                return self._add_block_columnar(raw, masker, source, file_rank, lineno)
+                return self._add_block_columnar(raw, masker, source, file_rank, lineno, hosts)
         if block is None:
             block = raw.decode("utf-8", "replace")
         self._flush_tails()
-        return self._add_block_lines(block, raw, masker, source, file_rank, lineno)
+        return self._add_block_lines(block, raw, masker, source, file_rank, lineno, hosts)
 
-    def _add_block_columnar(self, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
+    def _add_block_columnar(
+        self,
+        raw: bytes,
+        masker: Masker,
+        source: str,
+        file_rank: int | None,
+        lineno: int,
+        hosts: dict[int, str] | None = None,
+    ) -> int:
         """What :meth:`_add_block_lines` does, with every per-line question asked of the whole
         block at once (RE2 scans of the block, numpy, Arrow for timestamps: see
         :mod:`~denpex_ml.logs.columnar`): only the lines that are masked or kept become Python
@@ -236,13 +259,14 @@ class _Builder:
             ts_len[maybe_ts] = ts_found
             after = table.window(raw, _WINDOW, maybe_ts, ts_found)
             _, pre_len[maybe_ts], ranks[maybe_ts] = rank_prefixes(after)
-        if b" NCCL" in raw:
+        if b" NCCL" in raw and not hosts:  # with bare NCCL lines their hosts were learned in line order
             self._learn_nccl_hosts(raw, masker)
         prefixed = pre_len > 0
         n_prefixed = int(np.count_nonzero(prefixed))
         if n_prefixed:
             self.bundle.formats["torchrun"] += n_prefixed
         blk = Block(raw, table.starts, table.ends, ts_len, pre_len, source, lineno)
+        blk.hosts = hosts or None
         hits = self._hit_lines(table, raw, masker)
         salient = table.scan(_SALIENT_B)
         blk.salient = salient
@@ -306,11 +330,14 @@ class _Builder:
                 for i, text, tpl in zip(offered, texts, tpls, strict=True):
                     if len(st.salient) >= cap:
                         break  # offer_salient would refuse it and every later one, changing nothing
-                    st.offer_templated((source, lineno + i + 1, text, None, True), tpl, ret.per_template)
+                    host = hosts.get(i) if hosts else None
+                    st.offer_templated((source, lineno + i + 1, text, host, True), tpl, ret.per_template)
             rest_idx = idx[take_head:]
             if len(rest_idx):
                 st.defer_tail(blk, rest_idx[-ret.tail :] if ret.tail else rest_idx[:0], ret.tail)
                 touched.append(st)
+        if hosts:
+            self._stream(file_rank if file_rank is not None else GLOBAL_STREAM).hosts.update(hosts.values())
         # tails still pointing into an earlier block become strings now: that block goes
         self._recent.append(blk)
         keep = tuple(self._recent)
@@ -427,7 +454,14 @@ class _Builder:
         return lineno
 
     def _add_block_lines(
-        self, block: str, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int
+        self,
+        block: str,
+        raw: bytes,
+        masker: Masker,
+        source: str,
+        file_rank: int | None,
+        lineno: int,
+        line_hosts: dict[int, str] | None = None,
     ) -> int:
         """The common case in C-speed steps: every line is torchrun-prefixed or unprefixed.
 
@@ -438,7 +472,7 @@ class _Builder:
         pairs = _FAST_LINE.findall(block)
         if pairs and pairs[-1] == ("", "", ""):
             pairs.pop()  # the empty match after the block's final newline
-        if b" NCCL" in raw:
+        if b" NCCL" in raw and not line_hosts:  # with bare NCCL lines their hosts were learned in line order
             hosts = {h.decode("utf-8", "replace") for h in _NCCL_HOST_IN_TEXT.findall(raw)}
             if hosts:
                 masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
@@ -476,6 +510,7 @@ class _Builder:
                 g.append(i)
         self.bundle.n_truncated_lines += block.count(TRUNCATION_MARK)
         ret = self.ret
+        host_of = (line_hosts or {}).get
         for key, idx in groups.items():
             st = self._stream(key)
             self.bundle.n_lines += len(idx)
@@ -490,14 +525,18 @@ class _Builder:
             st.n_salient += n_sal
             take_head = max(0, ret.head - before)
             for i in idx[:take_head]:
-                st.head.append((source, lineno + i + 1, texts[i], None, i in salient))
+                st.head.append((source, lineno + i + 1, texts[i], host_of(i), i in salient))
             cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
             n_head = min(take_head, len(idx))
             last_head = idx[n_head - 1] if n_head else -1  # idx is sorted: lines up to here went to the head
             for i in sal_idx:
                 if i > last_head:
-                    st.offer_salient((source, lineno + i + 1, texts[i], None, True), cap, ret.per_template)
-            st.tail.extend((source, lineno + i + 1, texts[i], None, i in salient) for i in idx[take_head:][-ret.tail :])
+                    st.offer_salient((source, lineno + i + 1, texts[i], host_of(i), True), cap, ret.per_template)
+            st.tail.extend(
+                (source, lineno + i + 1, texts[i], host_of(i), i in salient) for i in idx[take_head:][-ret.tail :]
+            )
+        if line_hosts:
+            self._stream(default_key).hosts.update(line_hosts.values())
         return lineno + len(pairs)
 
     def _keep(self, key: StreamKey, source: str, lineno: int, text: str, host: str | None, salient: bool) -> None:
@@ -632,6 +671,69 @@ _NOT_FAST_PATTERN = (
 )
 # RE2 on bytes: linear time, no per-match offset conversion
 _NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN.encode())
+#: The same for a per-rank file (its rank known from the file name), where an NCCL debug line at
+#: line start (``host:pid:tid [dev] NCCL ...``) needs no stream key of its own: it takes the fast
+#: path (:func:`_bare_nccl_hosts`); behind a timestamp it still needs the general parser.
+_NCCL_SHAPE = r"[\w.-]+:\d+:\d+ \[\d"
+_NOT_FAST_RANKED_B = re2.compile(
+    _NOT_FAST_PATTERN.replace(_NCCL_SHAPE + "|", "", 1).encode()
+    + rb"|(?m)^(?:"
+    + _ISO_TS.encode()
+    + rb")"
+    + _NCCL_SHAPE.encode()
+)
+_BARE_NCCL_LINE = re2.compile(rb"(?m)^" + _NCCL_SHAPE.encode() + rb"[^\n]*")
+_PREFIXED_NCCL_LINE = re2.compile(rb"(?m)^\[(?:rank|default)\d+\]: ?" + _NCCL_SHAPE.encode())
+
+#: Per-rank files' NCCL debug lines on the fast path; False: the general parser reads every block
+#: holding one (the reference ``tests/logs/test_bare_nccl_fast_path.py`` compares against).
+BARE_NCCL_FAST = True
+
+
+def _bare_nccl_hosts(raw: bytes, masker: Masker) -> dict[int, str] | None:
+    """Line index -> host pseudonym of each NCCL debug line at line start in a per-rank file's
+    block, the hosts learned in line order as the general parser learns them; ``None`` when a
+    line of that shape parses as another launcher prefix (then the general parser reads the block).
+    A line of that shape that parses as no prefix is an ordinary line, as it is there.
+
+    What ``parse_prefix`` makes of such a line depends only on its bytes up to its first
+    " NCCL" (none: no prefix): a process prints thousands of lines behind the same head, each
+    head is parsed once."""
+    match = _BARE_NCCL_LINE._regexp.Match
+    size = len(raw)
+    parsed: dict[bytes, tuple[bool, str | None]] = {}
+    found: list[tuple[int, str]] = []
+    line = 0
+    last = 0
+    pos = 0
+    while pos < size:
+        start, stop = match(_UNANCHORED, raw, pos, size)[0]
+        if start == -1:
+            break
+        pos = stop + 1
+        cut = raw.find(b" NCCL", start, stop)
+        if cut < 0:
+            continue  # no NCCL after the head: not an NCCL debug line, an ordinary one
+        head = raw[start : cut + 5]
+        got = parsed.get(head)
+        if got is None:
+            p = parse_prefix(raw[start:stop].decode("utf-8", "replace"))
+            if p is None:
+                got = (True, None)
+            elif p.format != "nccl" or p.rank is not None or not p.host:
+                return None
+            else:
+                got = (True, p.host)
+            parsed[head] = got
+        if got[1] is not None:
+            line += raw.count(b"\n", last, start)
+            last = start
+            found.append((line, got[1]))
+    if found and _PREFIXED_NCCL_LINE.search(raw):
+        return None  # with bare ones, the general parser gives "[rankN]:host:..." lines their host too
+    return {i: masker.pseudonym(h) for i, h in found}
+
+
 _NCCL_HOST_IN_TEXT = re2.compile(("(" + NCCL_HOST + r"):\d+:\d+ \[\d+\] NCCL").encode())
 _NCCL_HOST_SPAN = re2.compile((NCCL_HOST + r":\d+:\d+ \[\d+\] NCCL").encode())  # the same, no group
 
@@ -705,25 +807,21 @@ def _msg_rank_key(line: str) -> StreamKey:
     return GLOBAL_STREAM if rank is None else rank
 
 
-def _line_indices(pattern: re2._Regexp, block: bytes) -> set[int]:
-    """Indices of the lines of ``block`` (UTF-8 bytes) in which ``pattern`` matches.
-
-    One RE2 scan of the block; matching on bytes avoids RE2's per-match offset conversion.
-    """
+def _line_indices(pattern: Any, block: bytes) -> set[int]:
+    """Indices of the lines of ``block`` (UTF-8 bytes) in which ``pattern`` (an RE2 pattern compiled
+    with the default options, or a masking detector) starts a match: one scan of the block, no
+    match objects."""
+    if isinstance(pattern, _Detector):
+        starts = pattern.line_starts(block)
+    else:
+        starts = [start for start, _ in matching_lines(pattern.pattern, block)]
     found: set[int] = set()
     line = 0
     pos = 0
-    for m in pattern.finditer(block):
-        start = m.start()
-        if start < pos:
-            continue
+    for start in starts:
         line += block.count(b"\n", pos, start)
+        pos = start
         found.add(line)
-        nl = block.find(b"\n", start)
-        if nl < 0:
-            break
-        line += 1
-        pos = nl + 1
     return found
 
 
@@ -756,6 +854,7 @@ def _ingest_stream(
             start = lineno
             lineno = builder.add_block(block, masker, name, file_rank, lineno)
             _keep_system_lines(builder.bundle, masker, block, system, host, name, start)
+        builder.launcher.close()  # a summary ends with its file: the next file's lines are not its fields
     except (EOFError, zlib.error, gzip.BadGzipFile, tarfile.TarError, zipfile.BadZipFile) as exc:
         raise ArchiveError(f"{name}: corrupt or truncated compressed data ({exc})") from None
     except OSError as exc:

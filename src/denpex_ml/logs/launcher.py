@@ -73,6 +73,11 @@ class LauncherParser:
         """A summary has started and its next lines are still read as its fields."""
         return self._section is not None
 
+    def close(self) -> None:
+        """End the open section, if any (its file has ended)."""
+        self._section = None
+        self._current = None
+
     def feed(self, line: str) -> None:
         if "Root Cause (first observed failure)" in line:
             self._start("root")

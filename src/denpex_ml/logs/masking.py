@@ -34,6 +34,7 @@ from typing import Any
 
 import re2
 
+from denpex_ml.logs.columnar import matching_lines
 from denpex_ml.logs.patterns import HOSTNAME
 from denpex_ml.logs.prefixes import bracket_hosts, discover_hosts
 from denpex_ml.logs.secret_rules import (
@@ -143,19 +144,8 @@ class _Hit:
 
 
 def _matching_line_starts(rx: Any, block: bytes) -> set[int]:
-    """Offsets of the starts of the lines of ``block`` where ``rx`` matches (one search per line)."""
-    starts: set[int] = set()
-    pos = 0
-    while pos <= len(block):
-        m = rx.search(block, pos)
-        if m is None:
-            break
-        starts.add(block.rfind(b"\n", 0, m.start()) + 1)
-        nl = block.find(b"\n", m.start())
-        if nl < 0:
-            break
-        pos = nl + 1
-    return starts
+    """Offsets of the starts of the lines of ``block`` where ``rx`` (compiled with ``_OPTIONS``) matches."""
+    return {block.rfind(b"\n", 0, start) + 1 for start, _ in matching_lines(rx.pattern, block, _OPTIONS)}
 
 
 class _Detector:
@@ -173,6 +163,11 @@ class _Detector:
 
     def finditer(self, block: bytes) -> Iterator[_Hit]:
         """A :class:`_Hit` at the start of every line of ``block`` that masking may change."""
+        for s in self.line_starts(block):
+            yield _Hit(s)
+
+    def line_starts(self, block: bytes) -> list[int]:
+        """Sorted offsets of the starts of the lines of ``block`` that masking may change."""
         starts = _matching_line_starts(self._masker._gate(), block)
         if b"PRIVATE KEY" in block:
             starts.update(_key_block_lines(block))
@@ -186,9 +181,7 @@ class _Detector:
                 if not first.keys().isdisjoint(_PIECE.findall(line)):
                     starts.add(pos)
                 pos += len(line) + 1
-        for s in sorted(starts):
-            if s < len(block):  # never the empty "line" after a final newline
-                yield _Hit(s)
+        return [s for s in sorted(starts) if s < len(block)]  # never the empty "line" after a final newline
 
     def search(self, block: bytes) -> _Hit | None:
         """The first hit in ``block``, or None."""
@@ -283,9 +276,12 @@ class Masker:
             self._first[first] = len(pieces)
 
     def learn_hosts(self, hosts: Iterable[str]) -> None:
-        """Register hostnames found in structural positions (prefixes, launcher summaries)."""
+        """Register hostnames found in structural positions (prefixes, launcher summaries). An
+        IPv4 address there is no name (its first octet would become a "host" masked in free
+        text): the address rule masks it wherever it stands."""
         for h in hosts:
-            self.host_pseudonym(h)
+            if not _IPV4_FULL.fullmatch(h):
+                self.host_pseudonym(h)
 
     def reveal_map(self) -> dict[str, str]:
         """Pseudonym -> the real name (or address) it stands for, for the owner of the logs only.
