@@ -566,6 +566,8 @@ class _Builder:
         the global stream."""
         for key in [k for k in self.streams if isinstance(k, int)]:
             st = self.streams[key]
+            if not _AGENT_LINE.search("\n".join([it[2] for items in (st.head, st.salient, st.tail) for it in items])):
+                continue  # one search over the stream's kept lines (they hold no newline) finds none
             moved = 0
             parts = []
             for items in (st.head, st.salient, st.tail):
@@ -643,7 +645,8 @@ class _Builder:
 #: lines printed by a launcher about its workers, never by a worker (see ``_launcher_lines_to_global``)
 _AGENT_LINE = re.compile(
     r"torch\.distributed\.elastic\.|Root Cause \(first observed failure\)|ChildFailedError|"
-    r"\[launch\.py:\d+:\w+\]|deepspeed\.launcher\.launch|^srun: error:"
+    r"\[launch\.py:\d+:\w+\]|deepspeed\.launcher\.launch|^srun: error:",
+    re.MULTILINE,
 )
 
 
