@@ -110,3 +110,9 @@ def test_nccl_kernels_missing_for_the_gpu_is_a_driver_or_build_mismatch() -> Non
     m = FingerprintMatcher(load_taxonomy())
     line = "node-a:2336636:2336906 [0] enqueue.cc:58 NCCL WARN Cuda failure 'named symbol not found'"
     assert {m.entry_of(i) for i in m.match_text(line)} == {"cuda-driver-mismatch"}
+
+
+def test_a_kernel_library_built_for_newer_gpus_is_a_build_mismatch() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = "[rank0]: RuntimeError: FlashAttention only supports Ampere GPUs or newer."
+    assert "cuda-driver-mismatch" in {m.entry_of(i) for i in m.match_text(line)}

@@ -28,7 +28,7 @@ EXCEPTION_RE = re.compile(
     # errors that do not name an exception class: argparse / CLI ``error:``, log levels, errno,
     # socket and set-up failures (``failed to connect``, ``Connection timed out``)
     r"\berror: |\bERROR\b|\berrno\b|[Ff]ailed to (?:connect|open|create|initiali[sz]e|allocate|bind|load|launch)\b|"
-    r"Connection (?:refused|reset|timed out)|"
+    r"Connection (?:refused|reset|timed out)|\b[Aa]n error occurred\b|"
     # a traceback's last line naming a dotted exception class that does not end in Error
     # (``torch._dynamo.exc.FailOnRecompileLimitHit: ...``, ``omegaconf.errors.MissingMandatoryValue: ...``)
     r"(?:^|[\s\]>])(?:[a-z_][a-z0-9_]*\.){1,6}[A-Z][A-Za-z0-9]*: "
