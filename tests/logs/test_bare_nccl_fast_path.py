@@ -22,6 +22,7 @@ from denpex_ml.logs import ingest
 from denpex_ml.logs.bundle import LogBundle
 from denpex_ml.logs.limits import Retention
 from denpex_ml.logs.masking import Masker
+from denpex_ml.logs.nccl_lines import NCCL_SHAPE
 from denpex_ml.logs.normalize import iter_blocks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +79,7 @@ def test_real_logs_as_rank_files(tmp_path: Path) -> None:
     """Every real log holding a bare NCCL line, read as one rank's file (its multi-file jobs as they are)."""
     import re
 
-    shape = re.compile(ingest._NCCL_SHAPE, re.MULTILINE)
+    shape = re.compile(NCCL_SHAPE, re.MULTILINE)
     paths = [*sorted((REPO / "data" / "real").glob("*.jsonl")), REPO / "data" / "reproduced" / "reproduced.jsonl"]
     jobs = 0
     for path in paths:

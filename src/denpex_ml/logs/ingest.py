@@ -46,15 +46,15 @@ from denpex_ml.logs.flight_recorder import looks_like_flight_recorder, read_flig
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker, _Detector
+from denpex_ml.logs.nccl_lines import NCCL_HOST_IN_TEXT, NCCL_SHAPE, bare_nccl_hosts, nccl_hosts
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_blocks
 from denpex_ml.logs.patterns import (
     HOST_PREFIX_SCREEN,
     ISO_TS_PREFIX,
-    NCCL_HOST,
     RANK_TAG,
 )
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
-from denpex_ml.logs.secret_rules import _OPTIONS, _UNANCHORED, _key_block_lines
+from denpex_ml.logs.secret_rules import _OPTIONS, _key_block_lines
 from denpex_ml.logs.sources import (
     Member,
     ReadBudget,
@@ -209,7 +209,7 @@ class _Builder:
         (``host:pid:tid [dev] NCCL ...``): the columnar engine for large blocks, else per line."""
         hosts: dict[int, str] | None = None
         if file_rank is not None and BARE_NCCL_FAST:
-            hosts = _bare_nccl_hosts(raw, masker)
+            hosts = bare_nccl_hosts(raw, masker)
             if hosts is None:  # a line of that shape is some other prefix: the general parser reads it
                 return self._general_bytes(raw, masker, source, file_rank, lineno)
             if hosts:
@@ -348,7 +348,7 @@ class _Builder:
 
     def _learn_nccl_hosts(self, raw: bytes, masker: Masker) -> None:
         """Hosts of NCCL debug text (``host:pid:tid [dev] NCCL``), as the block-level findall finds them."""
-        hosts = {h.decode("utf-8", "replace") for h in _nccl_hosts(raw)}
+        hosts = {h.decode("utf-8", "replace") for h in nccl_hosts(raw)}
         if hosts:
             masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
 
@@ -473,7 +473,7 @@ class _Builder:
         if pairs and pairs[-1] == ("", "", ""):
             pairs.pop()  # the empty match after the block's final newline
         if b" NCCL" in raw and not line_hosts:  # with bare NCCL lines their hosts were learned in line order
-            hosts = {h.decode("utf-8", "replace") for h in _NCCL_HOST_IN_TEXT.findall(raw)}
+            hosts = {h.decode("utf-8", "replace") for h in NCCL_HOST_IN_TEXT.findall(raw)}
             if hosts:
                 masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
         n_prefixed = sum(1 for _, r, _ in pairs if r)
@@ -676,69 +676,18 @@ _NOT_FAST_PATTERN = (
 _NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN.encode())
 #: The same for a per-rank file (its rank known from the file name), where an NCCL debug line at
 #: line start (``host:pid:tid [dev] NCCL ...``) needs no stream key of its own: it takes the fast
-#: path (:func:`_bare_nccl_hosts`); behind a timestamp it still needs the general parser.
-_NCCL_SHAPE = r"[\w.-]+:\d+:\d+ \[\d"
+#: path (:func:`~denpex_ml.logs.nccl_lines.bare_nccl_hosts`); behind a timestamp it still needs the general parser.
 _NOT_FAST_RANKED_B = re2.compile(
-    _NOT_FAST_PATTERN.replace(_NCCL_SHAPE + "|", "", 1).encode()
+    _NOT_FAST_PATTERN.replace(NCCL_SHAPE + "|", "", 1).encode()
     + rb"|(?m)^(?:"
     + _ISO_TS.encode()
     + rb")"
-    + _NCCL_SHAPE.encode()
+    + NCCL_SHAPE.encode()
 )
-_BARE_NCCL_LINE = re2.compile(rb"(?m)^" + _NCCL_SHAPE.encode() + rb"[^\n]*")
-_PREFIXED_NCCL_LINE = re2.compile(rb"(?m)^\[(?:rank|default)\d+\]: ?" + _NCCL_SHAPE.encode())
 
 #: Per-rank files' NCCL debug lines on the fast path; False: the general parser reads every block
 #: holding one (the reference ``tests/logs/test_bare_nccl_fast_path.py`` compares against).
 BARE_NCCL_FAST = True
-
-
-def _bare_nccl_hosts(raw: bytes, masker: Masker) -> dict[int, str] | None:
-    """Line index -> host pseudonym of each NCCL debug line at line start in a per-rank file's
-    block, the hosts learned in line order as the general parser learns them; ``None`` when a
-    line of that shape parses as another launcher prefix (then the general parser reads the block).
-    A line of that shape that parses as no prefix is an ordinary line, as it is there.
-
-    What ``parse_prefix`` makes of such a line depends only on its bytes up to its first
-    " NCCL" (none: no prefix): a process prints thousands of lines behind the same head, each
-    head is parsed once."""
-    match = _BARE_NCCL_LINE._regexp.Match
-    size = len(raw)
-    parsed: dict[bytes, tuple[bool, str | None]] = {}
-    found: list[tuple[int, str]] = []
-    line = 0
-    last = 0
-    pos = 0
-    while pos < size:
-        start, stop = match(_UNANCHORED, raw, pos, size)[0]
-        if start == -1:
-            break
-        pos = stop + 1
-        cut = raw.find(b" NCCL", start, stop)
-        if cut < 0:
-            continue  # no NCCL after the head: not an NCCL debug line, an ordinary one
-        head = raw[start : cut + 5]
-        got = parsed.get(head)
-        if got is None:
-            p = parse_prefix(raw[start:stop].decode("utf-8", "replace"))
-            if p is None:
-                got = (True, None)
-            elif p.format != "nccl" or p.rank is not None or not p.host:
-                return None
-            else:
-                got = (True, p.host)
-            parsed[head] = got
-        if got[1] is not None:
-            line += raw.count(b"\n", last, start)
-            last = start
-            found.append((line, got[1]))
-    if found and _PREFIXED_NCCL_LINE.search(raw):
-        return None  # with bare ones, the general parser gives "[rankN]:host:..." lines their host too
-    return {i: masker.pseudonym(h) for i, h in found}
-
-
-_NCCL_HOST_IN_TEXT = re2.compile(("(" + NCCL_HOST + r"):\d+:\d+ \[\d+\] NCCL").encode())
-_NCCL_HOST_SPAN = re2.compile((NCCL_HOST + r":\d+:\d+ \[\d+\] NCCL").encode())  # the same, no group
 
 
 #: Columnar blocks kept while stream tails point into them: a tail line is made a string only once
@@ -762,42 +711,6 @@ _MSG_RANK_HINT_B = rb"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
 _SALIENT_B = SALIENT_PATTERN.encode()
 _NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
 _WINDOW = 18  # "[default" + 6 digits + "]: " + 1
-
-
-def _nccl_hosts(data: bytes) -> set[bytes]:
-    """The distinct values of ``_NCCL_HOST_IN_TEXT.findall(data)``, stepped through as re2's wrapper
-    steps, without its match objects and without submatches: the host is the match up to its
-    first colon (it cannot hold one, and a colon follows it)."""
-    # A match lies within one line and ends in " NCCL": only the lines holding that literal are
-    # scanned (found by memmem), each from its start, as the scan of the whole block reaches it.
-    # What a line yields depends only on its bytes up to its last " NCCL": a process prints
-    # thousands of lines behind the same "[rankN]:host:pid:tid [dev] NCCL", read once each.
-    match = _NCCL_HOST_SPAN._regexp.Match
-    found: set[bytes] = set()
-    seen: set[bytes] = set()
-    hit = data.find(b" NCCL")
-    while hit >= 0:
-        pos = data.rfind(b"\n", 0, hit) + 1
-        end = data.find(b"\n", hit)
-        if end < 0:
-            end = len(data)
-        last = data.rfind(b" NCCL", hit, end) + 5
-        key = data[pos:last]
-        if key in seen:
-            hit = data.find(b" NCCL", end)
-            continue
-        seen.add(key)
-        end = last
-        while True:
-            start, stop = match(_UNANCHORED, data, pos, end)[0]
-            if start == -1 and stop == -1:
-                break
-            found.add(data[start : data.index(b":", start)])
-            if pos == end:
-                break
-            pos = pos + 1 if pos == stop else stop
-        hit = data.find(b" NCCL", end)
-    return found
 
 
 def _probe_formats(block: str) -> bool:

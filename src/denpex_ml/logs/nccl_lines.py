@@ -1,0 +1,102 @@
+"""NCCL debug lines (``host:pid:tid [dev] NCCL ...``): their hosts, found in bulk.
+
+NCCL prints thousands of debug lines behind the same process head; ingestion needs the host of
+each only to learn it before masking (and, in a per-rank file, to give the line and its rank's
+stream their host). Both readers here scan a whole block with RE2 and parse each distinct head
+once.
+"""
+
+from __future__ import annotations
+
+import re2
+
+from denpex_ml.logs.masking import Masker
+from denpex_ml.logs.patterns import NCCL_HOST
+from denpex_ml.logs.prefixes import parse_prefix
+from denpex_ml.logs.secret_rules import _UNANCHORED
+
+__all__ = ["NCCL_HOST_IN_TEXT", "NCCL_SHAPE", "bare_nccl_hosts", "nccl_hosts"]
+
+#: The start of a line that may be an NCCL debug line (the general parser decides).
+NCCL_SHAPE = r"[\w.-]+:\d+:\d+ \[\d"
+_BARE_NCCL_LINE = re2.compile(rb"(?m)^" + NCCL_SHAPE.encode() + rb"[^\n]*")
+_PREFIXED_NCCL_LINE = re2.compile(rb"(?m)^\[(?:rank|default)\d+\]: ?" + NCCL_SHAPE.encode())
+
+NCCL_HOST_IN_TEXT = re2.compile(("(" + NCCL_HOST + r"):\d+:\d+ \[\d+\] NCCL").encode())
+_NCCL_HOST_SPAN = re2.compile((NCCL_HOST + r":\d+:\d+ \[\d+\] NCCL").encode())  # the same, no group
+
+
+def bare_nccl_hosts(raw: bytes, masker: Masker) -> dict[int, str] | None:
+    """Line index -> host pseudonym of each NCCL debug line at line start in a per-rank file's
+    block, the hosts learned in line order as the general parser learns them; ``None`` when a
+    line of that shape parses as another launcher prefix (then the general parser reads the block).
+    A line of that shape that parses as no prefix is an ordinary line, as it is there.
+
+    What ``parse_prefix`` makes of such a line depends only on its bytes up to its first
+    " NCCL" (none: no prefix): a process prints thousands of lines behind the same head, each
+    head is parsed once."""
+    match = _BARE_NCCL_LINE._regexp.Match
+    size = len(raw)
+    parsed: dict[bytes, str] = {}  # head -> its host, or "" when the line is no NCCL prefix
+    found: list[tuple[int, str]] = []
+    line = 0
+    last = 0
+    pos = 0
+    while pos < size:
+        start, stop = match(_UNANCHORED, raw, pos, size)[0]
+        if start == -1:
+            break
+        pos = stop + 1
+        cut = raw.find(b" NCCL", start, stop)
+        if cut < 0:
+            continue  # no NCCL after the head: not an NCCL debug line, an ordinary one
+        head = raw[start : cut + 5]
+        host = parsed.get(head)
+        if host is None:
+            p = parse_prefix(raw[start:stop].decode("utf-8", "replace"))
+            if p is not None and (p.format != "nccl" or p.rank is not None or not p.host):
+                return None
+            host = parsed[head] = p.host if p is not None and p.host else ""
+        if host:
+            line += raw.count(b"\n", last, start)
+            last = start
+            found.append((line, host))
+    if found and _PREFIXED_NCCL_LINE.search(raw):
+        return None  # with bare ones, the general parser gives "[rankN]:host:..." lines their host too
+    return {i: masker.pseudonym(h) for i, h in found}
+
+
+def nccl_hosts(data: bytes) -> set[bytes]:
+    """The distinct values of ``NCCL_HOST_IN_TEXT.findall(data)``, stepped through as re2's wrapper
+    steps, without its match objects and without submatches: the host is the match up to its
+    first colon (it cannot hold one, and a colon follows it)."""
+    # A match lies within one line and ends in " NCCL": only the lines holding that literal are
+    # scanned (found by memmem), each from its start, as the scan of the whole block reaches it.
+    # What a line yields depends only on its bytes up to its last " NCCL": a process prints
+    # thousands of lines behind the same "[rankN]:host:pid:tid [dev] NCCL", read once each.
+    match = _NCCL_HOST_SPAN._regexp.Match
+    found: set[bytes] = set()
+    seen: set[bytes] = set()
+    hit = data.find(b" NCCL")
+    while hit >= 0:
+        pos = data.rfind(b"\n", 0, hit) + 1
+        end = data.find(b"\n", hit)
+        if end < 0:
+            end = len(data)
+        last = data.rfind(b" NCCL", hit, end) + 5
+        key = data[pos:last]
+        if key in seen:
+            hit = data.find(b" NCCL", end)
+            continue
+        seen.add(key)
+        end = last
+        while True:
+            start, stop = match(_UNANCHORED, data, pos, end)[0]
+            if start == -1 and stop == -1:
+                break
+            found.add(data[start : data.index(b":", start)])
+            if pos == end:
+                break
+            pos = pos + 1 if pos == stop else stop
+        hit = data.find(b" NCCL", end)
+    return found
