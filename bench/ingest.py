@@ -7,6 +7,7 @@ reference for how fast those bytes can be scanned at all.
 
     python -m bench.ingest                       # 10M and 200M, 3 runs each
     python -m bench.ingest --sizes 10M,200M,1G --repeat 3 --out bench/out
+    python -m bench.ingest --sizes 20M --rank-files   # one job of per-rank files instead
 
 Writes ``<out>/ingest.json`` and ``<out>/ingest.md`` and prints the markdown table;
 progress goes to stderr.
@@ -92,12 +93,15 @@ def run_ingest_once(path: Path) -> dict[str, object]:
 
 
 def run_grep_once(path: Path) -> dict[str, float]:
-    """Wall time of ``LC_ALL=C grep -c . path`` (the speed limit of scanning the bytes once)."""
+    """Wall time of ``LC_ALL=C grep -c . path`` (the speed limit of scanning the bytes once); a
+    directory: ``grep -c . FILE ...`` over its files."""
     env = dict(os.environ, LC_ALL="C")
+    files = sorted(str(f) for f in path.iterdir() if f.is_file()) if path.is_dir() else [str(path)]
     t0 = time.perf_counter()
-    done = subprocess.run(["grep", "-c", ".", str(path)], capture_output=True, env=env, check=True)
+    done = subprocess.run(["grep", "-c", ".", *files], capture_output=True, env=env, check=True)
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "count": int(done.stdout)}
+    count = sum(int(line.rsplit(b":", 1)[-1]) for line in done.stdout.splitlines() if line.strip())
+    return {"wall_s": wall, "count": count}
 
 
 # -- context -----------------------------------------------------------------------------------
@@ -192,10 +196,23 @@ def _human(n: int) -> str:
     return f"{n}B"
 
 
-def bench_size(size: int, *, repeat: int, cache: Path | None, tmp: Path, ranks: int, seed: int) -> dict[str, object]:
-    path = _log_for(size, cache, tmp, ranks, seed)
-    n_bytes = path.stat().st_size
-    _warm_page_cache(path)
+def _rank_files_job(size: int, cache: Path | None, tmp: Path, seed: int) -> Path:
+    """One job of per-rank files (``worker-N.log``, NCCL debug lines throughout) of ~``size`` bytes,
+    as the batch benchmark generates them (:func:`bench.batch.write_batch_jobs`)."""
+    from bench.batch import write_batch_jobs
+
+    root, _ = write_batch_jobs(cache or tmp, 1, size, _human(size), seed=seed, log=_progress)
+    return next(p for p in sorted(root.iterdir()) if p.is_dir())
+
+
+def bench_size(
+    size: int, *, repeat: int, cache: Path | None, tmp: Path, ranks: int, seed: int, rank_files: bool = False
+) -> dict[str, object]:
+    path = _rank_files_job(size, cache, tmp, seed) if rank_files else _log_for(size, cache, tmp, ranks, seed)
+    files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
+    n_bytes = sum(f.stat().st_size for f in files)
+    for f in files:
+        _warm_page_cache(f)
     grep_runs = [run_grep_once(path) for _ in range(repeat)]
     grep_wall = statistics.median(r["wall_s"] for r in grep_runs)
     _progress(f"{_human(size)}: grep -c . median {grep_wall:.3f}s ({n_bytes / MB / grep_wall:.0f} MB/s)")
@@ -210,13 +227,13 @@ def bench_size(size: int, *, repeat: int, cache: Path | None, tmp: Path, ranks: 
     wall = statistics.median(float(r["wall_s"]) for r in runs)  # type: ignore[arg-type]
     rss = statistics.median(float(r["peak_rss_mb"]) for r in runs)  # type: ignore[arg-type]
     n_lines = int(runs[0]["n_lines"])  # type: ignore[call-overload]
-    expected_culprit = culprit_rank(ranks, seed)
-    if runs[0]["root_cause_rank"] != expected_culprit:
+    expected_culprit = None if rank_files else culprit_rank(ranks, seed)
+    if not rank_files and runs[0]["root_cause_rank"] != expected_culprit:
         _progress(
             f"WARNING: launcher root cause rank {runs[0]['root_cause_rank']} != generated culprit {expected_culprit}"
         )
     return {
-        "size": _human(size),
+        "size": _human(size) + (f" in {len(files)} rank files" if rank_files else ""),
         "size_bytes": n_bytes,
         "path": str(path),
         "lines": n_lines,
@@ -263,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-cache", action="store_true", help="generate logs in a temp dir instead of <out>/cache")
+    ap.add_argument(
+        "--rank-files",
+        action="store_true",
+        help="one job of per-rank files (NCCL debug lines throughout) per size instead of one interleaved log",
+    )
     ap.add_argument("--worker", metavar="PATH", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -281,7 +303,15 @@ def main(argv: list[str] | None = None) -> int:
         cache = None if args.no_cache else args.out / "cache"
         for size in sizes:
             results.append(
-                bench_size(size, repeat=args.repeat, cache=cache, tmp=Path(tmp), ranks=args.ranks, seed=args.seed)
+                bench_size(
+                    size,
+                    repeat=args.repeat,
+                    cache=cache,
+                    tmp=Path(tmp),
+                    ranks=args.ranks,
+                    seed=args.seed,
+                    rank_files=args.rank_files,
+                )
             )
     table = markdown_table(results)
     report = {

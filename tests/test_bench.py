@@ -318,3 +318,14 @@ def test_retrain_failure_is_a_row() -> None:
     res = retrain.bench_retrain(repeat=1, cli=[sys.executable, "-c", "import sys; sys.exit(2)"], log=lambda m: None)
     assert all("failed" in r for r in res["rows"])
     assert "failed: exit code 2" in retrain.markdown_table(res["rows"])
+
+
+def test_ingest_bench_times_a_job_of_rank_files(tmp_path: Path) -> None:
+    """``python -m bench.ingest --rank-files``: one per-rank-files job, timed like a log, grep over its files."""
+    from bench import ingest as bench_ingest
+
+    r = bench_ingest.bench_size(300_000, repeat=1, cache=None, tmp=tmp_path, ranks=64, seed=0, rank_files=True)
+    assert "rank files" in str(r["size"])
+    assert int(r["size_bytes"]) > 200_000  # type: ignore[call-overload]
+    assert int(r["grep_count"]) >= int(r["lines"]) > 1000  # type: ignore[call-overload]
+    assert float(r["ingest_mb_s"]) > 0  # type: ignore[arg-type]
