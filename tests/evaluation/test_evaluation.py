@@ -100,8 +100,8 @@ def test_real_cv_and_tfidf(tiny_model_dir: Path) -> None:
     assert any("GroupKFold" in n for n in result.notes)
 
 
-def test_ablation_refits_the_head_with_parts_of_its_evidence(tiny_model_dir: Path) -> None:
-    from denpex_ml.evaluation.report import render_markdown
+def test_ablation_refits_the_head_with_parts_of_its_evidence(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from denpex_ml.evaluation.report import render_markdown, write_report
     from denpex_ml.evaluation.run import ABLATIONS
 
     result = evaluate(EvalConfig(model_dir=str(tiny_model_dir), per_class_test=2, baselines=("rule",), ablation=True))
@@ -110,6 +110,22 @@ def test_ablation_refits_the_head_with_parts_of_its_evidence(tiny_model_dir: Pat
     assert names[1:-1] == [name for name, _ in ABLATIONS]
     assert all(0.0 <= m["top1"] <= m["top3"] <= 1.0 for m in result.ablation.values())
     assert "## Ablation on real logs" in render_markdown(result)
+    # the out-of-fold answer of every real incident, one JSON line each
+    write_report(result, tmp_path)
+    rows = [json.loads(line) for line in (tmp_path / "predictions_real.jsonl").read_text().splitlines()]
+    assert len(rows) == int(result.data["real"]["n"]) > 0
+    assert all(r["out_of_fold"] for r in rows)
+    assert len({r["id"] for r in rows}) == len(rows)
+    labels = set(result.labels) | {"unknown"}
+    for r in rows:
+        assert r["predicted"] in labels and r["rules"] in labels and r["label"] in labels
+        assert all(t[0] in labels for t in r["top3"]) and 0.0 <= r["confidence"] <= 1.0
+        assert [t[1] for t in r["top3"]] == sorted((t[1] for t in r["top3"]), reverse=True)
+        assert r["correct"] == (r["predicted"] == r["label"])
+    # the rows are the figures' rows: their share right is the report's accuracy with abstention
+    share = sum(r["correct"] for r in rows) / len(rows)
+    assert abs(share - result.metrics["real/accuracy_with_abstention"]) < 1e-6
+    assert not (tmp_path / "predictions_synthetic_test.jsonl").exists()  # synthetic pools: no per-row file
 
 
 def test_gate_check_against_own_reference(tiny_model_dir: Path) -> None:
