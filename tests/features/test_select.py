@@ -69,23 +69,3 @@ def test_a_dotted_exception_class_without_error_in_its_name_is_an_error_line() -
     )
     assert all(s.priority < 2.0 for t, s in sel.items() if "loss" in t)
 
-
-def test_bulk_templates_equal_one_by_one_on_every_real_line() -> None:
-    """``templates`` (one pass per substitution over joined lines) == ``template`` per line."""
-    import json
-    from pathlib import Path
-
-    from denpex_ml.logs.patterns import templates
-
-    repo = Path(__file__).resolve().parents[2]
-    lines: list[str] = []
-    for path in sorted((repo / "data" / "real").glob("*.jsonl")):
-        for row in path.read_text(encoding="utf-8").splitlines():
-            rec = json.loads(row) if row.strip() else {}
-            texts = [rec.get("log") or "", *(rec.get("logs") or {}).values()]
-            for t in texts:
-                lines.extend(t.split("\n"))
-    lines += ["", "  ", "\t2024-05-01 17:04:45 x", "[I0501 17:04:45.000367 140230 run.py:779] a  b\tc", "\x1c\u2028 y "]
-    assert len(lines) > 5_000
-    assert templates(lines) == [template(t) for t in lines]
-    assert templates(["a\nb"]) == [template("a\nb")]

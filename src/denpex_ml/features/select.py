@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from denpex_ml.features.fingerprints import FingerprintHit
 from denpex_ml.logs.bundle import LogBundle, LogLine
-from denpex_ml.logs.patterns import template, templates
+from denpex_ml.logs.patterns import template
 from denpex_ml.taxonomy import FingerprintRole
 
 __all__ = ["EXCEPTION_RE", "PROGRESS_BAR", "SelectedLine", "select_lines", "template"]
@@ -51,16 +51,12 @@ def select_lines(
 ) -> list[SelectedLine]:
     """At most ``max_lines`` distinct templates of the job, most telling first."""
     best: dict[str, tuple[float, LogLine, set[str], int]] = {}
-    # every line that may be offered, templated at once (a line is often offered more than once:
-    # hit, salient, tail)
-    texts = {h.line.text: "" for h in hits}
-    for stream in bundle.streams.values():
-        texts.update((line.text, "") for line in stream.lines if line.salient)
-        texts.update((line.text, "") for line in stream.lines[-tail_per_rank:])
-    tpls = dict(zip(texts, templates(list(texts)), strict=True))
+    templates: dict[str, str] = {}  # a line is often offered more than once (hit, salient, tail)
 
     def offer(line: LogLine, priority: float, reason: str) -> None:
-        tpl = tpls[line.text]
+        tpl = templates.get(line.text)
+        if tpl is None:
+            tpl = templates[line.text] = template(line.text)
         if not tpl:
             return
         cur = best.get(tpl)
