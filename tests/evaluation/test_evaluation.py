@@ -89,6 +89,9 @@ def test_run_eval_writes_report(tiny_model_dir: Path, tmp_path: Path) -> None:
     assert (tmp_path / "confusion_synthetic_test.png").stat().st_size > 1000
     assert (tmp_path / "reliability_synthetic_test.png").exists()
     assert (tmp_path / "coverage_synthetic_test.png").exists()
+    # the real incidents' answers are written, marked as not held out (trained on, no CV here)
+    rows = [json.loads(line) for line in (tmp_path / "predictions_real.jsonl").read_text().splitlines()]
+    assert rows and not any(r["held_out"] for r in rows)
 
 
 @pytest.mark.slow
@@ -114,7 +117,7 @@ def test_ablation_refits_the_head_with_parts_of_its_evidence(tiny_model_dir: Pat
     write_report(result, tmp_path)
     rows = [json.loads(line) for line in (tmp_path / "predictions_real.jsonl").read_text().splitlines()]
     assert len(rows) == int(result.data["real"]["n"]) > 0
-    assert all(r["out_of_fold"] for r in rows)
+    assert all(r["held_out"] for r in rows)  # out of fold
     assert len({r["id"] for r in rows}) == len(rows)
     labels = set(result.labels) | {"unknown"}
     for r in rows:

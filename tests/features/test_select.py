@@ -68,4 +68,3 @@ def test_a_dotted_exception_class_without_error_in_its_name_is_an_error_line() -
         sel["torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True."].priority == 2.0
     )
     assert all(s.priority < 2.0 for t, s in sel.items() if "loss" in t)
-

@@ -293,12 +293,20 @@ def evaluate(config: EvalConfig, *, progress: Progress = no_progress) -> EvalRes
         train_fs = featurize(
             model.featurizer, train_ex, run.index, keep=False, progress=progress, name="synthetic train"
         )
-    if "real" in pools and config.real_cv and train_fs is not None:
+    cross_validated = "real" in pools and config.real_cv and train_fs is not None
+    if cross_validated and train_fs is not None:
         ablation = _real_cross_validation(run, pools["real"], scored["real"], train_fs, notes)
     gpu_version = _score_baselines(run, pools, scored, train_fs, trained_real)
     measured, data = _measure(run, pools, scored, sets)
+    # which pools' answers come from a model that did not train on them
+    trained_user = {f"user:{Path(p).name}" for p in config.extra_data if p in (run.mcfg.get("extra_data") or [])}
     predictions = {
-        name: _predictions(pool, scored[name], run.labels)
+        name: _predictions(
+            pool,
+            scored[name],
+            run.labels,
+            held_out=(cross_validated and name == "real") or (not pool.trained_on and name not in trained_user),
+        )
         for name, pool in pools.items()
         if pool.examples and pool.examples[0].kind != "synthetic"
     }
@@ -325,8 +333,10 @@ def evaluate(config: EvalConfig, *, progress: Progress = no_progress) -> EvalRes
     )
 
 
-def _predictions(pool: Pool, s: _Scored, labels: list[str]) -> list[dict[str, Any]]:
-    """Per incident: label, the model's answer and top three, the fingerprint rules' answer."""
+def _predictions(pool: Pool, s: _Scored, labels: list[str], *, held_out: bool) -> list[dict[str, Any]]:
+    """Per incident: label, the model's answer and top three, the fingerprint rules' answer;
+    ``held_out``: the answers come from a model that did not train on the incident (out of fold
+    for the real set)."""
     rule = s.baselines.get("rule")
     rows = []
     for i, ex in enumerate(pool.examples):
@@ -340,7 +350,7 @@ def _predictions(pool: Pool, s: _Scored, labels: list[str]) -> list[dict[str, An
             "confidence": round(float(p[top[0]]), 4),
             "top3": [[labels[j], round(float(p[j]), 4)] for j in top],
             "correct": bool(s.pred[i] == s.y[i]) if s.y[i] >= 0 else bool(s.pred[i] < 0),
-            "out_of_fold": pool.trained_on,
+            "held_out": held_out,
             "hang": bool(s.analyses[i].hang.is_hang),
             "initiating_rank": s.ranks[i][0],
             "predicted_rank": s.ranks[i][1],
