@@ -143,3 +143,18 @@ def test_generated_rank_files_take_the_fast_path(tmp_path: Path, monkeypatch: py
     assert ingest.read_logs(job).formats["nccl"] > 10
     total = sum(f.stat().st_size for f in job.iterdir())
     assert sum(general) < total // 10  # NCCL lines no longer send whole blocks to the general parser
+
+
+def test_nccl_hosts_equals_the_findall_it_replaces() -> None:
+    """``nccl_hosts`` (each line head read once) finds what a findall over the block finds."""
+    from denpex_ml.logs.nccl_lines import _NCCL_HOST_IN_TEXT, nccl_hosts
+
+    texts = list(NCCL_EDGE.values())
+    for path in sorted((REPO / "data" / "real").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line) if line.strip() else {}
+            texts.extend(t for t in [row.get("log") or "", *(row.get("logs") or {}).values()] if " NCCL" in t)
+    assert len(texts) > 50
+    for text in texts:
+        raw = text.encode("utf-8", "replace")
+        assert nccl_hosts(raw) == set(_NCCL_HOST_IN_TEXT.findall(raw))

@@ -179,3 +179,9 @@ def test_a_launcher_summary_ends_with_its_file(tmp_path: Path) -> None:
     root = read_logs(job).launcher.root_cause
     assert root is not None and root.rank == 0
     assert root.exitcode is None and root.host is None
+
+
+def test_an_address_in_a_host_position_is_not_learned_as_a_host_name() -> None:
+    m = Masker()
+    m.learn_hosts(["10.9.8.7", "gpu-node-3"])
+    assert m.mask("step 10 of 20 on gpu-node-3 via 10.9.8.7") == "step 10 of 20 on node-1 via ip-1"

@@ -293,9 +293,10 @@ def evaluate(config: EvalConfig, *, progress: Progress = no_progress) -> EvalRes
         train_fs = featurize(
             model.featurizer, train_ex, run.index, keep=False, progress=progress, name="synthetic train"
         )
-    cross_validated = "real" in pools and config.real_cv and train_fs is not None
-    if cross_validated and train_fs is not None:
+    cross_validated = False
+    if "real" in pools and config.real_cv and train_fs is not None:
         ablation = _real_cross_validation(run, pools["real"], scored["real"], train_fs, notes)
+        cross_validated = True
     gpu_version = _score_baselines(run, pools, scored, train_fs, trained_real)
     measured, data = _measure(run, pools, scored, sets)
     # which pools' answers come from a model that did not train on them

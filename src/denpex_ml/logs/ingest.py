@@ -45,8 +45,8 @@ from denpex_ml.logs.columnar import (
 from denpex_ml.logs.flight_recorder import looks_like_flight_recorder, read_flight_recorder
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
-from denpex_ml.logs.masking import Masker, _Detector
-from denpex_ml.logs.nccl_lines import NCCL_HOST_IN_TEXT, NCCL_SHAPE, bare_nccl_hosts, nccl_hosts
+from denpex_ml.logs.masking import Masker
+from denpex_ml.logs.nccl_lines import NCCL_SHAPE, bare_nccl_hosts, nccl_hosts
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_blocks
 from denpex_ml.logs.patterns import (
     HOST_PREFIX_SCREEN,
@@ -208,7 +208,7 @@ class _Builder:
         """Torchrun-prefixed or unprefixed lines, and in a per-rank file NCCL debug lines
         (``host:pid:tid [dev] NCCL ...``): the columnar engine for large blocks, else per line."""
         hosts: dict[int, str] | None = None
-        if file_rank is not None and BARE_NCCL_FAST:
+        if file_rank is not None and BARE_NCCL_FAST and b" NCCL" in raw:  # without it no line is NCCL's
             hosts = bare_nccl_hosts(raw, masker)
             if hosts is None:  # a line of that shape is some other prefix: the general parser reads it
                 return self._general_bytes(raw, masker, source, file_rank, lineno)
@@ -473,9 +473,7 @@ class _Builder:
         if pairs and pairs[-1] == ("", "", ""):
             pairs.pop()  # the empty match after the block's final newline
         if b" NCCL" in raw and not line_hosts:  # with bare NCCL lines their hosts were learned in line order
-            hosts = {h.decode("utf-8", "replace") for h in NCCL_HOST_IN_TEXT.findall(raw)}
-            if hosts:
-                masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
+            self._learn_nccl_hosts(raw, masker)
         n_prefixed = sum(1 for _, r, _ in pairs if r)
         if n_prefixed:
             self.bundle.formats["torchrun"] += n_prefixed
@@ -727,7 +725,7 @@ def _line_indices(pattern: Any, block: bytes) -> set[int]:
     """Indices of the lines of ``block`` (UTF-8 bytes) in which ``pattern`` (an RE2 pattern compiled
     with the default options, or a masking detector) starts a match: one scan of the block, no
     match objects."""
-    if isinstance(pattern, _Detector):
+    if hasattr(pattern, "line_starts"):
         starts = pattern.line_starts(block)
     else:
         starts = [start for start, _ in matching_lines(pattern.pattern, block)]

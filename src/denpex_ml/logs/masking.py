@@ -131,18 +131,6 @@ def _applicable(rules: tuple[MaskRule, ...], data: bytes) -> set[int] | None:
     return set(found) if found else None
 
 
-class _Hit:
-    """A detector match: only its start is meaningful (the start of a flagged line)."""
-
-    __slots__ = ("_start",)
-
-    def __init__(self, start: int) -> None:
-        self._start = start
-
-    def start(self) -> int:
-        return self._start
-
-
 def _matching_line_starts(rx: Any, block: bytes) -> set[int]:
     """Offsets of the starts of the lines of ``block`` where ``rx`` (compiled with ``_OPTIONS``) matches."""
     return {block.rfind(b"\n", 0, start) + 1 for start, _ in matching_lines(rx.pattern, block, _OPTIONS)}
@@ -151,7 +139,7 @@ def _matching_line_starts(rx: Any, block: bytes) -> set[int]:
 class _Detector:
     """Finds the lines of a block of UTF-8 bytes that masking may change (a superset).
 
-    The union of the rules' gates (one RE2 pattern, one search per flagged line), the
+    The union of the rules' gates (one RE2 scan, one call per flagged line), the
     lines of private-key blocks, and the lines holding a piece that starts a learned host
     name (a dict lookup per piece, however many hosts are known).
     """
@@ -160,11 +148,6 @@ class _Detector:
 
     def __init__(self, masker: Masker) -> None:
         self._masker = masker
-
-    def finditer(self, block: bytes) -> Iterator[_Hit]:
-        """A :class:`_Hit` at the start of every line of ``block`` that masking may change."""
-        for s in self.line_starts(block):
-            yield _Hit(s)
 
     def line_starts(self, block: bytes) -> list[int]:
         """Sorted offsets of the starts of the lines of ``block`` that masking may change."""
@@ -182,10 +165,6 @@ class _Detector:
                     starts.add(pos)
                 pos += len(line) + 1
         return [s for s in sorted(starts) if s < len(block)]  # never the empty "line" after a final newline
-
-    def search(self, block: bytes) -> _Hit | None:
-        """The first hit in ``block``, or None."""
-        return next(self.finditer(block), None)
 
 
 @dataclass
@@ -215,9 +194,9 @@ class Masker:
         parts = [r.gate_pattern for r in self.rules] + [_GATE_IPV4, _GATE_IPV6, _GATE_HOSTS]
         return _rx("|".join(f"(?:{p})" for p in parts))
 
-    def detector(self) -> Any:
-        """An object whose ``finditer(block: bytes)`` yields one hit at the start of every
-        line that masking may change (rule gates, private-key blocks, learned hosts)."""
+    def detector(self) -> _Detector:
+        """An object whose ``line_starts(block: bytes)`` gives the start of every line that
+        masking may change (rule gates, private-key blocks, learned hosts)."""
         return _Detector(self)
 
     # -- pseudonyms -------------------------------------------------------------------

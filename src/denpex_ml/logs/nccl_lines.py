@@ -15,14 +15,14 @@ from denpex_ml.logs.patterns import NCCL_HOST
 from denpex_ml.logs.prefixes import parse_prefix
 from denpex_ml.logs.secret_rules import _UNANCHORED
 
-__all__ = ["NCCL_HOST_IN_TEXT", "NCCL_SHAPE", "bare_nccl_hosts", "nccl_hosts"]
+__all__ = ["NCCL_SHAPE", "bare_nccl_hosts", "nccl_hosts"]
 
 #: The start of a line that may be an NCCL debug line (the general parser decides).
 NCCL_SHAPE = r"[\w.-]+:\d+:\d+ \[\d"
 _BARE_NCCL_LINE = re2.compile(rb"(?m)^" + NCCL_SHAPE.encode() + rb"[^\n]*")
 _PREFIXED_NCCL_LINE = re2.compile(rb"(?m)^\[(?:rank|default)\d+\]: ?" + NCCL_SHAPE.encode())
 
-NCCL_HOST_IN_TEXT = re2.compile(("(" + NCCL_HOST + r"):\d+:\d+ \[\d+\] NCCL").encode())
+_NCCL_HOST_IN_TEXT = re2.compile(("(" + NCCL_HOST + r"):\d+:\d+ \[\d+\] NCCL").encode())
 _NCCL_HOST_SPAN = re2.compile((NCCL_HOST + r":\d+:\d+ \[\d+\] NCCL").encode())  # the same, no group
 
 
@@ -67,7 +67,7 @@ def bare_nccl_hosts(raw: bytes, masker: Masker) -> dict[int, str] | None:
 
 
 def nccl_hosts(data: bytes) -> set[bytes]:
-    """The distinct values of ``NCCL_HOST_IN_TEXT.findall(data)``, stepped through as re2's wrapper
+    """The distinct values of ``_NCCL_HOST_IN_TEXT.findall(data)``, stepped through as re2's wrapper
     steps, without its match objects and without submatches: the host is the match up to its
     first colon (it cannot hold one, and a colon follows it)."""
     # A match lies within one line and ends in " NCCL": only the lines holding that literal are
