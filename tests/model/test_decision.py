@@ -160,3 +160,29 @@ def test_the_hang_prior_can_be_switched_off(model: DenpexModel, monkeypatch: pyt
     model.hang_prior = 1.0
     d = model.classify(text=WATCHDOG)
     assert d.label == "nccl-network-error" and d.confidence == pytest.approx(0.6)
+
+
+CAPACITY = (
+    "Launching training job sagemaker-test-1\n"
+    "ValueError: Error for Training job sagemaker-test-1: Failed Reason: CapacityError: Unable to provision "
+    "requested ML compute capacity. Please retry using a different ML instance type.\n"
+)
+
+
+def test_a_failure_known_to_lie_outside_the_taxonomy_is_unknown_however_likely_an_entry(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the cloud refused capacity: nothing of the job ran, so no taxonomy entry is its cause
+    _fix_proba(model, monkeypatch, uncaught_exception_crash=0.9)
+    d = model.classify(text=CAPACITY)
+    assert d.label == "unknown" and d.abstained
+    assert d.best_guess == "uncaught-exception-crash"
+    assert d.confidence == pytest.approx(0.8)  # the fingerprint's weight: more than 1 - 0.9
+
+
+def test_an_entry_whose_own_root_cause_weighs_more_still_wins_over_an_outside_fingerprint(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fix_proba(model, monkeypatch, cuda_oom=0.9)
+    d = model.classify(text=CAPACITY + OOM)
+    assert d.label == "cuda-oom"

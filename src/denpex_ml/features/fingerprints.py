@@ -15,9 +15,9 @@ import numpy as np
 import re2
 
 from denpex_ml.logs.bundle import LogLine
-from denpex_ml.taxonomy import Fingerprint, FingerprintKind, FingerprintRole, Taxonomy
+from denpex_ml.taxonomy import UNKNOWN_ID, Fingerprint, FingerprintKind, FingerprintRole, Taxonomy
 
-__all__ = ["ROLE_FEATURES", "FingerprintHit", "FingerprintMatcher"]
+__all__ = ["ROLE_FEATURES", "FingerprintHit", "FingerprintMatcher", "outside_taxonomy"]
 
 #: Per-entry feature columns, in order.
 ROLE_FEATURES = ("root_cause", "root_cause_n", "symptom", "context")
@@ -55,8 +55,11 @@ class FingerprintMatcher:
     def __init__(self, taxonomy: Taxonomy) -> None:
         self.labels: list[str] = taxonomy.label_ids
         self._label_index = {label: i for i, label in enumerate(self.labels)}
+        # The ``unknown`` entry's fingerprints name failures known to lie outside the taxonomy
+        # (a cloud refusing capacity, a scheduler refusing a job): their hits are evidence of a
+        # failure, and the model abstains on them, but they are no feature of any class.
         self.fingerprints: list[tuple[str, Fingerprint]] = [
-            (entry.id, fp) for entry in taxonomy if not entry.is_unknown for fp in entry.fingerprints
+            (entry.id, fp) for entry in taxonomy for fp in entry.fingerprints
         ]
         opts = re2.Options()
         opts.log_errors = False
@@ -127,7 +130,9 @@ class FingerprintMatcher:
         out = np.zeros((len(self.labels), len(ROLE_FEATURES)), dtype=np.float32)
         seen: set[tuple[str, str]] = set()
         for h in hits:
-            row = self._label_index[h.entry_id]
+            row = self._label_index.get(h.entry_id, -1)
+            if row < 0:  # an ``unknown`` fingerprint: no class column
+                continue
             if h.role is FingerprintRole.ROOT_CAUSE:
                 out[row, 0] = max(out[row, 0], h.weight)
                 key = (h.entry_id, h.fingerprint.pattern)
@@ -145,3 +150,24 @@ class FingerprintMatcher:
         """A transparent per-entry score: root-cause weight + 0.3 x (symptom + context)."""
         f = self.features(hits).reshape(len(self.labels), len(ROLE_FEATURES))
         return np.asarray(f[:, 0] + 0.1 * f[:, 1] + 0.3 * (f[:, 2] + f[:, 3]))
+
+
+def outside_taxonomy(hits: Sequence[FingerprintHit]) -> FingerprintHit | None:
+    """The strongest root-cause hit of the ``unknown`` entry (a failure known to lie outside the
+    taxonomy) when it outweighs every other entry's root-cause hits, else ``None``.
+
+    >>> from denpex_ml.taxonomy import load_taxonomy
+    >>> m = FingerprintMatcher(load_taxonomy())
+    >>> line = "Failed Reason: CapacityError: Unable to provision requested ML compute capacity."
+    >>> hit = outside_taxonomy(m.scan([LogLine(0, "job.log", 1, line)]))
+    >>> hit.entry_id if hit else None
+    'unknown'
+    """
+    outside = [h for h in hits if h.entry_id == UNKNOWN_ID and h.role is FingerprintRole.ROOT_CAUSE]
+    if not outside:
+        return None
+    best = max(outside, key=lambda h: h.weight)
+    rival = max(
+        (h.weight for h in hits if h.entry_id != UNKNOWN_ID and h.role is FingerprintRole.ROOT_CAUSE), default=0.0
+    )
+    return best if best.weight > rival else None

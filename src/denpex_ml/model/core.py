@@ -15,7 +15,7 @@ import numpy as np
 
 from denpex_ml.embedding import CachedEncoder, Encoder, make_encoder
 from denpex_ml.errors import InvalidInputError, ModelError, NotALogError, TaxonomyError
-from denpex_ml.features.fingerprints import FingerprintMatcher
+from denpex_ml.features.fingerprints import FingerprintMatcher, outside_taxonomy
 from denpex_ml.features.select import PROGRESS_BAR
 from denpex_ml.hang.advice import advise
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
@@ -192,6 +192,8 @@ class DenpexModel:
     def _choose_label(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str]:
         """``(label, confidence, best taxonomy guess)`` from the calibrated probabilities.
 
+        * a root-cause fingerprint of the ``unknown`` entry (a failure known to lie outside the
+          taxonomy, e.g. a cloud refusing capacity) stronger than any entry's -> ``unknown``;
         * no error evidence at all (no fingerprint, no error line, no hang signal) -> ``no-failure``
           when the model finds that likelier than its best failure, else ``unknown``;
         * the best entry above the abstention threshold -> that entry;
@@ -204,6 +206,9 @@ class DenpexModel:
         fr_choice = self._flight_recorder_choice(a, proba)
         if fr_choice is not None:  # the dumps' finding restricts the answer to the entries declaring it
             return fr_choice
+        outside = outside_taxonomy(a.hits)
+        if outside is not None:  # a failure the taxonomy knows to lie outside it, and nothing stronger
+            return UNKNOWN_ID, max(outside.weight, 1.0 - p_best), best
         no_fail = self.labels.index(NO_FAILURE_ID) if NO_FAILURE_ID in self.labels else None
         no_evidence = not a.hits and not any(s.priority >= 2.0 for s in a.selected) and not a.hang.is_hang
         if no_evidence:
