@@ -116,3 +116,64 @@ def test_a_kernel_library_built_for_newer_gpus_is_a_build_mismatch() -> None:
     m = FingerprintMatcher(load_taxonomy())
     line = "[rank0]: RuntimeError: FlashAttention only supports Ampere GPUs or newer."
     assert "cuda-driver-mismatch" in {m.entry_of(i) for i in m.match_text(line)}
+
+
+def test_nccl_failing_to_allocate_its_buffers_is_gpu_memory_exhausted() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for line in (
+        "node-a:11:22 [0] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+        "node-a:11:22 [0] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+    ):
+        assert {m.entry_of(i) for i in m.match_text(line)} == {"cuda-oom"}
+    # another NCCL CUDA failure is not memory
+    assert "cuda-oom" not in {m.entry_of(i) for i in m.match_text("NCCL WARN Cuda failure 'invalid argument'")}
+
+
+def test_an_rdma_work_completion_error_dumped_by_the_verbs_provider_is_a_transport_failure() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = "(LLMRayActor pid=9, ip=10.0.0.1) mlx5: node-a: got completion with error:"
+    assert {m.entry_of(i) for i in m.match_text(line)} == {"nccl-network-error"}
+
+
+def test_ray_killing_workers_for_memory_pressure_is_host_memory() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = "(raylet) node_manager.cc:3007: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers"
+    assert {m.entry_of(i) for i in m.match_text(line)} == {"host-oom"}
+
+
+def test_a_pending_slurm_job_and_a_run_that_reached_its_step_limit_are_no_failure() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for line in (
+        "1020391 gpu2080ti pythonjo    user PD       0:00      1 (Resources)",
+        "`Trainer.fit` stopped: `max_steps=400000` reached.",
+    ):
+        assert {m.entry_of(i) for i in m.match_text(line)} == {"no-failure"}, line
+    # a running job (R) is not pending
+    assert m.match_text("1020391 gpu2080ti pythonjo    user  R       0:00      1 (Resources)") == []
+
+
+def test_refusals_to_run_a_job_are_known_to_lie_outside_the_taxonomy() -> None:
+    from denpex_ml.features.fingerprints import outside_taxonomy
+
+    m = FingerprintMatcher(load_taxonomy())
+    refusals = (
+        "An error occurred (ResourceLimitExceeded) when calling the CreateTrainingJob operation: not available",
+        "Failed Reason: CapacityError: Unable to provision requested ML compute capacity.",
+        '"message": "Quota failure for project p. The request for 2 K80 accelerators exceeds the allowed maximum of 0 A100',
+        "(autoscaler +32s) Error: No available node types can fulfill resource request {'CPU': 1.0, 'GPU': 1.0}.",
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+        "sbatch: error: Parameter --gres=gpu:1 no longer acceptable, please switch to --gpus=1",
+        "mpirun has detected an attempt to run as root.",
+        "Warning: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+    )
+    for line in refusals:
+        hits = m.scan(read_logs(text=line + "\n").iter_lines())
+        hit = outside_taxonomy(hits)
+        assert hit is not None and hit.entry_id == "unknown", line
+        assert not m.features(hits).any()  # evidence of a failure, but no feature of any entry
+    # storage quotas are a taxonomy entry, not a refusal to run
+    hits = m.scan(read_logs(text="OSError: [Errno 122] Disk quota exceeded\n").iter_lines())
+    assert outside_taxonomy(hits) is None
+    # an entry's own stronger root cause wins
+    hits = m.scan(read_logs(text=refusals[0] + "\n" + OOM).iter_lines())
+    assert outside_taxonomy(hits) is None

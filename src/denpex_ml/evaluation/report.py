@@ -134,6 +134,35 @@ def _prequential_section(result: EvalResult, plot: dict[str, str]) -> list[str]:
         ["batch", "model", "group", "n", "top-1", "top-3", "rules top-1", "answered unknown", "ECE (answered)", "rank"],
         rows,
     )
+    pooled = result.prequential_pooled
+    if pooled:
+        summ = pooled["summary"]
+        lines += [
+            "",
+            f"**Pooled**, the {len(pooled['batches'])} most recent batches, each as scored by the newest model that "
+            f"had not trained on it ({', '.join(f'`{f}`' for f in pooled['files'])}):",
+            "",
+        ]
+        prow = []
+        for g in ("known", *GROUPS):
+            m = summ.get(g) or {}
+            if m.get("n"):
+                prow.append(
+                    [
+                        g,
+                        str(int(m["n"])),
+                        _fmt(m.get("top1")),
+                        _fmt(m.get("top3")),
+                        _fmt(m.get("rule_top1")),
+                        _fmt(m.get("ece_answered")),
+                    ]
+                )
+        lines += _table(["group", "n", "top-1", "top-3", "rules top-1", "ECE (answered)"], prow)
+        lines += [
+            "",
+            f"Out of taxonomy: recall {_fmt(summ.get('unknown_recall'))}, "
+            f"precision {_fmt(summ.get('unknown_precision'))}.",
+        ]
     notes = sorted({str(p.get("model_id")) + ": " + str(p.get("note")) for p in result.prequential if p.get("note")})
     lines += ["", *(f"* {n}" for n in notes)]
     for kind, f in plot.items():

@@ -31,7 +31,7 @@ from denpex_ml.baselines import (
 from denpex_ml.dataset.io import data_path_exists
 from denpex_ml.evaluation.datasets import EvalSet, Pool, build_pools, data_hash, synthetic_train
 from denpex_ml.evaluation.measures import Measured, group_metrics, measure
-from denpex_ml.evaluation.prequential import load_prequential
+from denpex_ml.evaluation.prequential import load_prequential, pool_latest
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.featurize import JobAnalysis
 from denpex_ml.taxonomy import UNKNOWN_ID
@@ -113,6 +113,8 @@ class EvalResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     prequential: list[dict[str, Any]] = field(default_factory=list)
+    #: the most recent batches pooled (:func:`~denpex_ml.evaluation.prequential.pool_latest`)
+    prequential_pooled: dict[str, Any] | None = None
     ablation: dict[str, dict[str, float]] = field(default_factory=dict)
     #: pool name -> one row per incident of the real and user pools: its label, the model's answer
     #: (out of fold where the model trained on it) and the rules' answer; written as
@@ -153,6 +155,7 @@ class EvalResult:
             },
             "reliability": {ds: {s: m.reliability for s, m in bs.items()} for ds, bs in self.measured.items()},
             "prequential": self.prequential,
+            "prequential_pooled": self.prequential_pooled,
             "ablation": self.ablation,
         }
 
@@ -329,6 +332,7 @@ def evaluate(config: EvalConfig, *, progress: Progress = no_progress) -> EvalRes
         seconds=time.perf_counter() - t_start,
         notes=notes,
         prequential=load_prequential(config.prequential_dir) if config.prequential_dir else [],
+        prequential_pooled=pool_latest(config.prequential_dir) if config.prequential_dir else None,
         ablation=ablation,
         predictions=predictions,
     )

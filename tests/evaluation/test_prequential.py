@@ -1,0 +1,73 @@
+"""evaluation/prequential.py: the test-then-train figures, kept per batch and pooled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from denpex_ml.evaluation.prequential import PrequentialRow, load_prequential, pool_latest, summarise, write_prequential
+
+
+def _row(i: int, label: str, predicted: str, confidence: float = 0.9, rule: str = "unknown") -> PrequentialRow:
+    return PrequentialRow(
+        id=f"x-{i}",
+        source=f"https://example.org/{i}",
+        label=label,
+        group="crash" if label == "cuda-oom" else ("unknown" if label == "unknown" else "hang"),
+        label_confidence="confirmed",
+        predicted=predicted,
+        confidence=confidence,
+        top3=(predicted, "host-oom", "cuda-oom"),
+        rule=rule,
+        initiating_rank=None,
+        predicted_rank=None,
+        rank_visible=False,
+        seconds=0.01,
+    )
+
+
+def _write(d: Path, batch: str, model: str, when: str, rows: list[PrequentialRow]) -> None:
+    out = write_prequential(rows, d / f"{batch}__{model}.json", batch=batch, model_id=f"default@{model}")
+    payload = json.loads(out.read_text())
+    payload["scored_at"] = when
+    out.write_text(json.dumps(payload))
+
+
+def test_summarise_counts_abstention_right_only_on_unknown_logs() -> None:
+    rows = [
+        _row(0, "cuda-oom", "cuda-oom", rule="cuda-oom"),
+        _row(1, "cuda-oom", "unknown"),
+        _row(2, "unknown", "unknown"),
+        _row(3, "unknown", "cuda-oom"),
+    ]
+    s = summarise(rows)
+    assert s["known"]["n"] == 2 and s["known"]["top1"] == 0.5 and s["known"]["rule_top1"] == 0.5
+    assert s["unknown_recall"] == 0.5  # one of the two unknown logs abstained on
+    assert s["unknown_precision"] == 0.5  # one of the two abstentions was on an unknown log
+    assert s["known"]["top3"] == 1.0  # the abstained cuda-oom is still among the three best
+
+
+def test_pooled_batches_take_the_newest_model_that_scored_each(tmp_path: Path) -> None:
+    right = [_row(i, "cuda-oom", "cuda-oom") for i in range(3)]
+    wrong = [_row(i, "cuda-oom", "host-oom") for i in range(3)]
+    # batch a: scored by model 1 only; batch b: by model 1, then (later) by the newer model 2
+    _write(tmp_path, "a.jsonl", "m1", "2026-12-01T01:00:00Z", wrong)
+    _write(tmp_path, "b.jsonl", "m2", "2026-12-01T02:00:01Z", right)
+    _write(tmp_path, "b.jsonl", "m1", "2026-12-01T02:00:05Z", wrong)  # the older model, scored last
+    _write(tmp_path, "c.jsonl", "m3", "2026-12-01T03:00:00Z", right)
+    (tmp_path / "notes.json").write_text("[1, 2]")  # not a prequential file: skipped
+    pooled = pool_latest(tmp_path, last=2)
+    assert pooled is not None
+    assert pooled["batches"] == ["b.jsonl", "c.jsonl"]
+    assert pooled["files"] == ["b.jsonl__m2.json", "c.jsonl__m3.json"]
+    assert pooled["summary"]["known"]["n"] == 6 and pooled["summary"]["known"]["top1"] == 1.0
+    everything = pool_latest(tmp_path, last=10)
+    assert everything is not None and everything["summary"]["known"]["top1"] == pytest.approx(6 / 9)
+    assert [p["batch"] for p in load_prequential(tmp_path)] == ["a.jsonl", "b.jsonl", "b.jsonl", "c.jsonl"]
+
+
+def test_no_kept_files_no_pool(tmp_path: Path) -> None:
+    assert pool_latest(tmp_path) is None
+    assert pool_latest(tmp_path / "absent") is None
