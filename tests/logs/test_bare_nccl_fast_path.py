@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from denpex_ml.logs import ingest
+from denpex_ml.logs import ingest, read_logs
 from denpex_ml.logs.bundle import LogBundle
 from denpex_ml.logs.limits import Retention
 from denpex_ml.logs.masking import Masker
@@ -37,7 +37,7 @@ def _read(path: Path, *, fast: bool, columnar: bool, tiny: bool) -> tuple[LogBun
     if tiny:
         setattr(ingest, "iter_blocks", functools.partial(iter_blocks, block_chars=211))  # noqa: B010
     try:
-        bundle = ingest.read_logs(path, retention=TINY if tiny else None, masker=masker)
+        bundle = read_logs(path, retention=TINY if tiny else None, masker=masker)
     finally:
         ingest.BARE_NCCL_FAST, ingest.COLUMNAR_MIN_BYTES = saved[0], saved[1]
         setattr(ingest, "iter_blocks", saved[2])  # noqa: B010
@@ -119,7 +119,7 @@ NCCL_EDGE = {
 def test_edge_cases(tmp_path: Path) -> None:
     job = _write_job(tmp_path / "edge", NCCL_EDGE)
     _assert_same(job)
-    bundle = ingest.read_logs(job)
+    bundle = read_logs(job)
     assert bundle.formats["nccl"] >= 6
     assert bundle.streams[0].hosts  # the hosts NCCL printed belong to the rank's stream
 
@@ -130,17 +130,17 @@ def test_generated_rank_files_take_the_fast_path(tmp_path: Path, monkeypatch: py
     for job in sorted(p for p in jobs.iterdir() if p.is_dir()):
         _assert_same(job)
     general: list[int] = []
-    original = ingest._Builder._add_block_general
+    original = ingest.Builder._add_block_general
 
     def spy(self: Any, block: str, *args: Any) -> int:
         general.append(len(block))
         return original(self, block, *args)
 
-    monkeypatch.setattr(ingest._Builder, "_add_block_general", spy)
+    monkeypatch.setattr(ingest.Builder, "_add_block_general", spy)
     job = next(p for p in sorted(jobs.iterdir()) if p.is_dir())
     n_nccl = sum(f.read_text(encoding="utf-8").count(" NCCL ") for f in job.iterdir())
     assert n_nccl > 10
-    assert ingest.read_logs(job).formats["nccl"] > 10
+    assert read_logs(job).formats["nccl"] > 10
     total = sum(f.stat().st_size for f in job.iterdir())
     assert sum(general) < total // 10  # NCCL lines no longer send whole blocks to the general parser
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from denpex_ml.logs import ingest
+from denpex_ml.logs import ingest, read_logs
 from denpex_ml.logs.bundle import LogBundle
 from denpex_ml.logs.limits import Retention
 from denpex_ml.logs.masking import Masker
@@ -102,9 +102,9 @@ def _read(source: Any, *, columnar: bool, retention: Retention | None, tiny_bloc
     setattr(ingest, "iter_blocks", functools.partial(reader, block_chars=97) if tiny_blocks else reader)  # noqa: B010
     try:
         if isinstance(source, Path):
-            bundle = ingest.read_logs(source, retention=retention, masker=masker)
+            bundle = read_logs(source, retention=retention, masker=masker)
         else:
-            bundle = ingest.read_logs(text=source, retention=retention, masker=masker)
+            bundle = read_logs(text=source, retention=retention, masker=masker)
     finally:
         ingest.COLUMNAR_MIN_BYTES = saved_min
         setattr(ingest, "iter_blocks", saved_blocks)  # noqa: B010
@@ -162,19 +162,19 @@ def test_generated_interleaved(tmp_path: Path, size: int, ranks: int) -> None:
 
 def test_the_columnar_path_is_taken_for_large_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    original = ingest._Builder._add_block_columnar
+    original = ingest.Builder._add_block_columnar
 
     def spy(self: Any, raw: bytes, *args: Any) -> int:
         calls.append(len(raw))
         return original(self, raw, *args)
 
-    monkeypatch.setattr(ingest._Builder, "_add_block_columnar", spy)
+    monkeypatch.setattr(ingest.Builder, "_add_block_columnar", spy)
     assert ingest.COLUMNAR_MIN_BYTES is not None
     line = "[rank3]: step 1 loss 2.0\n"
-    ingest.read_logs(text=line * (ingest.COLUMNAR_MIN_BYTES // len(line) + 10))
+    read_logs(text=line * (ingest.COLUMNAR_MIN_BYTES // len(line) + 10))
     assert calls
     calls.clear()
-    ingest.read_logs(text=line * 10)  # small: line by line, pyarrow not needed
+    read_logs(text=line * 10)  # small: line by line, pyarrow not needed
     assert not calls
 
 
@@ -212,7 +212,7 @@ def test_a_launcher_summary_cut_by_a_block_boundary_is_read_whole(block: int) ->
     saved = getattr(ingest, "iter_blocks")  # noqa: B009
     setattr(ingest, "iter_blocks", functools.partial(iter_blocks, block_chars=block))  # noqa: B010
     try:
-        bundle = ingest.read_logs(path, retention=TINY)
+        bundle = read_logs(path, retention=TINY)
     finally:
         setattr(ingest, "iter_blocks", saved)  # noqa: B010
     assert bundle.launcher is not None and bundle.launcher.root_cause is not None

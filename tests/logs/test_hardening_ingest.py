@@ -31,8 +31,8 @@ import pytest
 import denpex_ml
 from denpex_ml import errors
 from denpex_ml.logs import IngestLimits, read_logs
-from denpex_ml.logs.ingest import read_stream
 from denpex_ml.logs.normalize import iter_text_blocks, looks_binary, sniff_encoding
+from denpex_ml.logs.readers import read_stream
 from denpex_ml.logs.sources import ReadBudget, display_name, iter_members, opened
 from denpex_ml.model.core import DenpexModel
 
@@ -541,7 +541,7 @@ def test_read_stream_refuses_a_bomb_and_binary() -> None:
 _CHILD = textwrap.dedent(
     """
     import resource, sys
-    from denpex_ml.logs.ingest import read_stream
+    from denpex_ml.logs.readers import read_stream
     b = read_stream(sys.stdin.buffer)
     print(b.n_lines, b.n_truncated_lines, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     """

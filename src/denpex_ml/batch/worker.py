@@ -26,7 +26,7 @@ from denpex_ml.batch.jobs import Job
 from denpex_ml.batch.results import JobResult
 from denpex_ml.errors import DenpexError, InvalidInputError, JobTimeoutError
 from denpex_ml.logs import IngestLimits, Masker, read_logs
-from denpex_ml.logs.ingest import read_members
+from denpex_ml.logs.readers import read_members
 from denpex_ml.logs.sources import Member, ReadBudget, iter_bytes_members, iter_members
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.diagnosis import Diagnosis

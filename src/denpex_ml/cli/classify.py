@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     if args.path == "-":  # streamed: long lines are cut while reading, memory stays flat
         from time import perf_counter
 
-        from denpex_ml.logs.ingest import read_stream
         from denpex_ml.logs.masking import Masker
+        from denpex_ml.logs.readers import read_stream
 
         t0 = perf_counter()
         masker = Masker()

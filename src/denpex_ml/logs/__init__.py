@@ -9,11 +9,11 @@
 from __future__ import annotations
 
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine, RankLog
-from denpex_ml.logs.ingest import LogSource, read_logs
 from denpex_ml.logs.launcher import FailureRecord, LauncherSummary
 from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.prefixes import LINE_FORMATS, parse_prefix, rank_from_path
+from denpex_ml.logs.readers import LogSource, read_logs
 from denpex_ml.logs.timestamps import parse_timestamp
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Line tables: a block of UTF-8 lines asked questions all at once, by compiled engines.
 
-The ingestion fast path (:meth:`denpex_ml.logs.ingest._Builder._add_block_columnar`) needs, for
+The ingestion fast path (:meth:`denpex_ml.logs.ingest.Builder._add_block_columnar`) needs, for
 every line of a block, its offsets, its timestamp and launcher prefix, and whether the masking
 gate, the salience pattern or a rank hint matches in it. Offsets, ISO timestamps and
 ``[rankN]:`` prefixes come from numpy over the bytes (a window of each line's first bytes);

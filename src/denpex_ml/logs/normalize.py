@@ -154,7 +154,7 @@ def iter_blocks(
     character), so a block decodes on its own; only blocks holding other bytes are decoded
     and normalised as text. A log that is ASCII throughout (most machine output) is never
     decoded at all: ingestion reads such blocks as bytes
-    (:meth:`denpex_ml.logs.ingest._Builder.add_block`).
+    (:meth:`denpex_ml.logs.ingest.Builder.add_block`).
     """
     buffered = _open_text_stream(stream, name)
     head = buffered.peek(8192)[:8192]
