@@ -53,19 +53,27 @@ def test_pooled_batches_take_the_newest_model_that_scored_each(tmp_path: Path) -
     right = [_row(i, "cuda-oom", "cuda-oom") for i in range(3)]
     wrong = [_row(i, "cuda-oom", "host-oom") for i in range(3)]
     # batch a: scored by model 1 only; batch b: by model 1, then (later) by the newer model 2
-    _write(tmp_path, "a.jsonl", "m1", "2026-12-01T01:00:00Z", wrong)
-    _write(tmp_path, "b.jsonl", "m2", "2026-12-01T02:00:01Z", right)
-    _write(tmp_path, "b.jsonl", "m1", "2026-12-01T02:00:05Z", wrong)  # the older model, scored last
-    _write(tmp_path, "c.jsonl", "m3", "2026-12-01T03:00:00Z", right)
+    _write(tmp_path, "collected-a.jsonl", "m1", "2026-12-01T01:00:00Z", wrong)
+    _write(tmp_path, "collected-b.jsonl", "m2", "2026-12-01T02:00:01Z", right)
+    _write(tmp_path, "collected-b.jsonl", "m1", "2026-12-01T02:00:05Z", wrong)  # the older model, scored last
+    _write(tmp_path, "collected-c.jsonl", "m3", "2026-12-01T03:00:00Z", right)
     (tmp_path / "notes.json").write_text("[1, 2]")  # not a prequential file: skipped
+    _write(tmp_path, "reproduced.jsonl", "m3", "2026-12-01T04:00:00Z", wrong)  # not real logs: not pooled
     pooled = pool_latest(tmp_path, last=2)
     assert pooled is not None
-    assert pooled["batches"] == ["b.jsonl", "c.jsonl"]
-    assert pooled["files"] == ["b.jsonl__m2.json", "c.jsonl__m3.json"]
+    assert pooled["batches"] == ["collected-b.jsonl", "collected-c.jsonl"]
+    assert pooled["files"] == ["collected-b.jsonl__m2.json", "collected-c.jsonl__m3.json"]
     assert pooled["summary"]["known"]["n"] == 6 and pooled["summary"]["known"]["top1"] == 1.0
     everything = pool_latest(tmp_path, last=10)
     assert everything is not None and everything["summary"]["known"]["top1"] == pytest.approx(6 / 9)
-    assert [p["batch"] for p in load_prequential(tmp_path)] == ["a.jsonl", "b.jsonl", "b.jsonl", "c.jsonl"]
+    batches = [p["batch"] for p in load_prequential(tmp_path)]
+    assert batches == [
+        "collected-a.jsonl",
+        "collected-b.jsonl",
+        "collected-b.jsonl",
+        "collected-c.jsonl",
+        "reproduced.jsonl",
+    ]
 
 
 def test_no_kept_files_no_pool(tmp_path: Path) -> None:

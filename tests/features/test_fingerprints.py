@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from denpex_ml.baselines import RuleBaseline
 from denpex_ml.features import FingerprintMatcher
 from denpex_ml.logs import read_logs
 from denpex_ml.taxonomy import load_taxonomy
@@ -177,3 +178,19 @@ def test_refusals_to_run_a_job_are_known_to_lie_outside_the_taxonomy() -> None:
     # an entry's own stronger root cause wins
     hits = m.scan(read_logs(text=refusals[0] + "\n" + OOM).iter_lines())
     assert outside_taxonomy(hits) is None
+
+
+def test_the_cuda_runtime_wording_of_an_allocation_failure_is_gpu_memory() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    assert "cuda-oom" in {m.entry_of(i) for i in m.match_text("RuntimeError: CUDA error: out of memory")}
+    assert "cuda-oom" not in {m.entry_of(i) for i in m.match_text("RuntimeError: CUDA error: invalid argument")}
+
+
+def test_an_inter_node_plugin_without_a_provider_and_an_unresolvable_master_are_init_failures() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for line in (
+        "node-a:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data",
+        "ValueError: host not found: Name or service not known",
+    ):
+        P = RuleBaseline(m).predict_proba([read_logs(text=line + "\n")])[0]
+        assert m.labels[int(P.argmax())] == "nccl-init-failure", line

@@ -100,6 +100,24 @@ RUNS: tuple[Run, ...] = (
         "ranks 0-2 all_reduce gradients of step 3.",
     ),
     Run(
+        "subset-hang",
+        "early-stop",
+        "subset_early_stop",
+        "subset-rank-collective-hang",
+        0,
+        "Only rank 0 checks the early-stopping patience: after epoch 1 it leaves the loop and all_gathers "
+        "the final metrics while ranks 1-3 start epoch 2's gradient all_reduce.",
+    ),
+    Run(
+        "subset-hang",
+        "ddp-eval",
+        "subset_ddp_eval",
+        "subset-rank-collective-hang",
+        0,
+        "A DDP model with BatchNorm: rank 0 validates through the DDP wrapper (its forward broadcasts the "
+        "buffers) while ranks 1-3 wait at the barrier after training.",
+    ),
+    Run(
         "host-work",
         "tokenise",
         "host_work_tokenise",
@@ -116,6 +134,15 @@ RUNS: tuple[Run, ...] = (
         0,
         "Rank 0 'writes a checkpoint' with a busy host loop of 22 s after step 1; ranks 1-3 enter the "
         "gradient all_reduce of step 2 and time out after 10 s.",
+    ),
+    Run(
+        "host-work",
+        "eval",
+        "host_work_eval",
+        "host-work-timeout",
+        0,
+        "Rank 0 runs a 22 s host-side evaluation after step 1 (a busy loop, no collective); ranks 1-3 "
+        "enter the gradient all_reduce of step 2 and time out after 10 s.",
     ),
     Run(
         "mismatch",

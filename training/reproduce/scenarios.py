@@ -137,6 +137,54 @@ def subset_uneven_batches_wait() -> None:
     finish()
 
 
+def subset_early_stop() -> None:
+    """Only rank 0 checks the early-stopping patience: it leaves the epoch loop and gathers the
+    final metrics while the others start the next epoch's gradient all_reduce."""
+    rank, world = init()
+    model = tiny_model()
+    for epoch in range(3):
+        train(model, rank, 2, start=2 * epoch)
+        if rank == 0:
+            log(f"epoch {epoch}: val_loss did not improve (patience {epoch + 1}/2)")
+            if epoch == 1:
+                log("Early stopping: patience exhausted, leaving the training loop")
+                break
+    if rank == 0:
+        metrics = [torch.zeros(1) for _ in range(world)]
+        dist.all_gather(metrics, torch.tensor([0.42]))  # final metrics: only rank 0 is here
+        log("final metrics gathered")
+    finish()
+
+
+def subset_ddp_eval() -> None:
+    """Rank 0 validates through the DDP-wrapped model (its forward broadcasts the BatchNorm
+    buffers); the others wait for it at the barrier after training."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, _ = init()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    model = DDP(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(3):
+        g = torch.Generator().manual_seed(1000 * rank + step)
+        x, y = torch.randn(4, 8, generator=g), torch.randn(4, 1, generator=g)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if rank == 0:
+            log(f"step {step} loss {loss.item():.4f}")
+    if rank == 0:
+        log("Validating on rank 0")
+        model.eval()
+        with torch.no_grad():
+            model(torch.randn(4, 8))  # DDP forward: broadcasts buffers to ranks that never come
+        log("validation done")
+    dist.barrier()
+    finish()
+
+
 # --------------------------------------------------------------------------- host-work timeouts
 
 
@@ -153,20 +201,32 @@ def host_work_tokenise() -> None:
     finish()
 
 
-def host_work_checkpoint() -> None:
-    """Rank 0 writes a checkpoint with a busy host loop; the others enter the next all_reduce."""
+def _busy_rank0_between_steps(before: str, after: str) -> None:
+    """Two steps, then rank 0 alone busy on the host past the PG timeout (a busy loop standing in
+    for slow serialisation or metric code, printing ``before`` and ``after``), then two more steps:
+    the others are already in step 2's all_reduce."""
     rank, _ = init()
     model = tiny_model()
     train(model, rank, 2)
     if rank == 0:
-        log("writing checkpoint step_2 (rank 0)")
+        log(before)
         end = time.monotonic() + PG_TIMEOUT_S + 12
         acc = 0
-        while time.monotonic() < end:  # stands in for slow serialisation
+        while time.monotonic() < end:
             acc += sum(range(1000))
-        log("checkpoint written")
+        log(after)
     train(model, rank, 2, start=2)
     finish()
+
+
+def host_work_checkpoint() -> None:
+    """Rank 0 writes a checkpoint with a busy host loop; the others enter the next all_reduce."""
+    _busy_rank0_between_steps("writing checkpoint step_2 (rank 0)", "checkpoint written")
+
+
+def host_work_eval() -> None:
+    """Rank 0 runs a long evaluation on the host after step 1; the others enter step 2."""
+    _busy_rank0_between_steps("Running evaluation on the validation set (rank 0)", "evaluation done: accuracy 0.71")
 
 
 # --------------------------------------------------------------------------- collective mismatch
@@ -341,8 +401,11 @@ SCENARIOS = {
     "subset_allreduce_save": subset_allreduce_save,
     "subset_uneven_batches": subset_uneven_batches,
     "subset_uneven_batches_wait": subset_uneven_batches_wait,
+    "subset_early_stop": subset_early_stop,
+    "subset_ddp_eval": subset_ddp_eval,
     "host_work_tokenise": host_work_tokenise,
     "host_work_checkpoint": host_work_checkpoint,
+    "host_work_eval": host_work_eval,
     "mismatch_op": mismatch_op,
     "mismatch_size": mismatch_size,
     "p2p_shape_smaller": p2p_shape_smaller,

@@ -198,12 +198,13 @@ def load_prequential(directory: str | Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda p: (str(p.get("scored_at")), p["file"]))
 
 
-def pool_latest(directory: str | Path, *, last: int = 4) -> dict[str, Any] | None:
+def pool_latest(directory: str | Path, *, last: int = 5, prefix: str = "collected-") -> dict[str, Any] | None:
     """The ``last`` most recent batches pooled: per batch its scoring by the newest model that
     scored it (a model's age: when it first scored anything; every model here scored a batch
     before training on it), all their rows summarised together (:func:`summarise`), so that
-    figures on a few dozen logs per batch gain the precision of a few hundred. ``None`` without
-    kept files. Returns ``{batches, files, summary}``."""
+    figures on a few dozen logs per batch gain the precision of a few hundred. Only batches whose
+    name starts with ``prefix`` count (real logs from public threads are ``collected-*``; the
+    reproduced jobs are not). ``None`` without kept files. Returns ``{batches, files, summary}``."""
     d = Path(directory)
     kept: list[tuple[str, str, str, Path, list[dict[str, Any]]]] = []  # (batch, when, model, file, rows)
     for f in sorted(d.glob("*.json")) if d.is_dir() else []:
@@ -212,6 +213,8 @@ def pool_latest(directory: str | Path, *, last: int = 4) -> dict[str, Any] | Non
         except (OSError, ValueError):
             continue
         if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
+            continue
+        if not str(payload.get("batch")).startswith(prefix):
             continue
         model = str(payload.get("model_id")).rsplit("@", 1)[-1]  # the same model under another directory name
         kept.append((str(payload.get("batch")), str(payload.get("scored_at")), model, f, payload["rows"]))
