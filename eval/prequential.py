@@ -1,6 +1,7 @@
 """Test-then-train: score a new batch of real logs before it is used for anything.
 
     python eval/prequential.py data/real/collected-2026-12-hangs.jsonl [--model DIR] [--tag NAME]
+    python eval/prequential.py --pooled [N]      # the N most recent real batches together (default 6)
 
 writes ``eval/prequential/<batch>__<tag>.json`` (figures per group and every row) and prints
 the per-group table. Run it on a batch *once*, before the batch shapes fingerprints, recipes
@@ -12,22 +13,42 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from denpex_ml.dataset import load_incidents
-from denpex_ml.evaluation.prequential import score_batch, summarise, write_prequential
+from denpex_ml.evaluation.prequential import pool_latest, score_batch, summarise, write_prequential
 from denpex_ml.model.core import load_model
 from denpex_ml.taxonomy.groups import GROUPS
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("batch", type=Path)
+    ap.add_argument("batch", type=Path, nargs="?")
+    ap.add_argument(
+        "--pooled",
+        type=int,
+        nargs="?",
+        const=6,
+        default=None,
+        metavar="N",
+        help="print the N most recent real batches pooled, each as scored by the newest model that had not "
+        "trained on it (default 6), and exit",
+    )
     ap.add_argument("--model", default=None, help="model directory (default: the shipped model)")
     ap.add_argument("--tag", default=None, help="name of the model in the output file (default: its id)")
     ap.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "prequential")
     ap.add_argument("--note", default="")
     ap.add_argument("--taxonomy", action="append", default=None, help="taxonomy directory the model was trained with")
     args = ap.parse_args(argv)
+    if args.pooled is not None:
+        pooled = pool_latest(args.out_dir, last=args.pooled)
+        if pooled is None:
+            ap.error(f"no kept figures in {args.out_dir}")
+        print("pooled: " + ", ".join(pooled["files"]))
+        _print_table(pooled["summary"])
+        return 0
+    if args.batch is None:
+        ap.error("give a batch file (or --pooled)")
     model = load_model(args.model, taxonomy_dirs=args.taxonomy)
     incidents = load_incidents(args.batch, labels=[*model.taxonomy.ids, "no-failure"])
     rows = score_batch(model, incidents)
@@ -39,8 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         model_id=model.model_id,
         note=args.note,
     )
-    s = summarise(rows)
     print(f"{args.batch.name}  model {model.model_id}  -> {path}")
+    _print_table(summarise(rows))
+    return 0
+
+
+def _print_table(s: dict[str, Any]) -> None:
     print(f"{'group':<12}{'n':>5}{'top1':>7}{'top3':>7}{'rules':>7}{'unk':>5}{'rank':>7}")
     for g in ("all", *GROUPS):
         m = s[g]
@@ -50,7 +75,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{int(m['answered_unknown']):>5}{m.get('rank_accuracy', float('nan')):>7.2f}"
             )
     print(f"unknown recall {s['unknown_recall']}  precision {s['unknown_precision']}")
-    return 0
+    k = s["known"]
+    if k.get("answered"):
+        print(
+            f"known: top1 {k['top1']:.3f} top3 {k['top3']:.3f} rules {k['rule_top1']:.3f} (n {int(k['n'])}); "
+            f"answered {int(k['answered'])}: accuracy {k['answered_accuracy']:.3f}, "
+            f"mean confidence {k['answered_mean_confidence']:.3f}, ECE {k['ece_answered']:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -198,7 +198,7 @@ def load_prequential(directory: str | Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda p: (str(p.get("scored_at")), p["file"]))
 
 
-def pool_latest(directory: str | Path, *, last: int = 5, prefix: str = "collected-") -> dict[str, Any] | None:
+def pool_latest(directory: str | Path, *, last: int = 6, prefix: str = "collected-") -> dict[str, Any] | None:
     """The ``last`` most recent batches pooled: per batch its scoring by the newest model that
     scored it (a model's age: when it first scored anything; every model here scored a batch
     before training on it), all their rows summarised together (:func:`summarise`), so that
