@@ -114,6 +114,16 @@ def test_unsafe_members_make_error_rows_and_the_batch_goes_on(tmp_path: Path, ti
     assert rows["bin"].error_type == "NotALogError"
 
 
+def test_a_row_says_which_failure_outside_the_taxonomy_it_shows(tmp_path: Path, tiny_model: DenpexModel) -> None:
+    capacity = "ValueError: Failed Reason: CapacityError: Unable to provision requested ML compute capacity.\n"
+    arc = _tar(tmp_path / "jobs.tar.gz", {"cap/job.log": capacity.encode(), "good/rank0.log": OOM.encode()})
+    rows = {r.job_id: r for r in score_archive(arc, model=tiny_model)}
+    assert rows["cap"].label == "unknown" and rows["cap"].abstained
+    assert rows["cap"].outside_taxonomy.startswith("The cloud could not provide")
+    assert rows["good"].outside_taxonomy == ""
+    assert JobResult.from_dict(rows["cap"].to_dict()) == rows["cap"]
+
+
 def test_nested_archive_job_inside_a_batch_archive(tmp_path: Path, tiny_model: DenpexModel) -> None:
     inner = io.BytesIO()
     with tarfile.open(fileobj=inner, mode="w:gz") as tf:

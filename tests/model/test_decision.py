@@ -178,6 +178,10 @@ def test_a_failure_known_to_lie_outside_the_taxonomy_is_unknown_however_likely_a
     assert d.label == "unknown" and d.abstained
     assert d.best_guess == "uncaught-exception-crash"
     assert d.confidence == pytest.approx(0.8)  # the fingerprint's weight: more than 1 - 0.9
+    assert d.outside_taxonomy.startswith("The cloud could not provide the requested accelerator instances")
+    assert "a failure outside the taxonomy: The cloud could not provide" in d.headline()
+    assert d.to_dict()["outside_taxonomy"] == d.outside_taxonomy
+    assert d.evidence and d.evidence[0].why.startswith("root-cause of unknown")
 
 
 def test_an_entry_whose_own_root_cause_weighs_more_still_wins_over_an_outside_fingerprint(
@@ -185,4 +189,4 @@ def test_an_entry_whose_own_root_cause_weighs_more_still_wins_over_an_outside_fi
 ) -> None:
     _fix_proba(model, monkeypatch, cuda_oom=0.9)
     d = model.classify(text=CAPACITY + OOM)
-    assert d.label == "cuda-oom"
+    assert d.label == "cuda-oom" and d.outside_taxonomy == ""

@@ -51,6 +51,7 @@ COLUMNS = (
     "confidence",
     "abstained",
     "best_guess",
+    "outside_taxonomy",
     "alternatives",
     "initiating_rank",
     "initiating_reason",
@@ -115,6 +116,8 @@ class JobResult:
     confidence: float | None = None
     abstained: bool | None = None
     best_guess: str | None = None
+    #: for ``unknown``: the failure known to lie outside the taxonomy that the log shows, in words
+    outside_taxonomy: str = ""
     alternatives: list[dict[str, Any]] = field(default_factory=list)
     initiating_rank: int | None = None
     initiating_reason: str = ""
@@ -167,6 +170,7 @@ class JobResult:
             if data.get(k) == "":
                 data[k] = None
         data["initiating_reason"] = data.get("initiating_reason") or ""
+        data["outside_taxonomy"] = data.get("outside_taxonomy") or ""
         return cls(**data)
 
     @classmethod
@@ -635,6 +639,7 @@ def _arrow_schema() -> Any:
             ("confidence", pa.float64()),
             ("abstained", pa.bool_()),
             ("best_guess", pa.string()),
+            ("outside_taxonomy", pa.string()),
             ("alternatives", pa.list_(alternative)),
             ("initiating_rank", pa.int64()),
             ("initiating_reason", pa.string()),

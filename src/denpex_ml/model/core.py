@@ -262,7 +262,8 @@ class DenpexModel:
         hang = a.hang
         if label == NO_FAILURE_ID:
             rank, reason = None, ""
-        evidence = self._evidence(a, best)
+        outside = outside_taxonomy(a.hits) if label == UNKNOWN_ID else None
+        evidence = self._evidence(a, UNKNOWN_ID if outside is not None else best)
         topology, suspects = attribute(a.bundle, self.taxonomy, label, rank, evidence)
         stats = {
             "lines": a.bundle.n_lines,
@@ -286,6 +287,7 @@ class DenpexModel:
             advice=advise(alternatives, hang, self.taxonomy) if label != NO_FAILURE_ID else None,
             topology=topology,
             suspects=suspects,
+            outside_taxonomy=outside.fingerprint.meaning if outside is not None else "",
         )
 
     def _evidence(self, a: JobAnalysis, label: str, limit: int = 8) -> list[Evidence]:

@@ -109,6 +109,10 @@ class Diagnosis:
     host_names:
         Pseudonym -> real host name, only when the owner asked (``reveal_hosts=True``);
         None otherwise, and then no output holds a real name.
+    outside_taxonomy:
+        For ``unknown``: the failure the log shows that is known to lie outside the taxonomy
+        (a cloud refusing capacity, a scheduler refusing the job: the ``unknown`` entry's
+        matching fingerprint, in words); empty otherwise.
     """
 
     label: str
@@ -125,6 +129,7 @@ class Diagnosis:
     topology: Topology | None = None
     suspects: list[Suspect] = field(default_factory=list)
     host_names: dict[str, str] | None = field(default=None, repr=False)
+    outside_taxonomy: str = ""
 
     def __post_init__(self) -> None:
         alts = [a if isinstance(a, Alternative) else Alternative(str(a[0]), float(a[1])) for a in self.alternatives]
@@ -156,6 +161,7 @@ class Diagnosis:
             "alternatives": [a.to_dict() for a in self.alternatives],
             "initiating_rank": self.initiating_rank,
             "initiating_reason": self.initiating_reason,
+            "outside_taxonomy": self.outside_taxonomy,
             "evidence": [ev.to_dict() for ev in self.evidence],
             "root_cause": e.root_cause,
             "fix": [{"step": f.step, "commands": list(f.commands)} for f in e.fix],
@@ -177,6 +183,8 @@ class Diagnosis:
     def headline(self) -> str:
         """One line: title, id and how sure (for ``unknown``: how close the closest entry is)."""
         e = self.entry
+        if self.abstained and self.outside_taxonomy:
+            return f"{e.title}  [{self.label}]  a failure outside the taxonomy: {self.outside_taxonomy}"
         if self.abstained:
             closest = self.alternatives[0] if self.alternatives else None
             if closest is not None:
