@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from denpex_ml.dataset import load_incidents
-from denpex_ml.evaluation.prequential import pool_latest, score_batch, summarise, write_prequential
+from denpex_ml.evaluation.prequential import POOLED_BATCHES, pool_latest, score_batch, summarise, write_prequential
 from denpex_ml.model.core import load_model
 from denpex_ml.taxonomy.groups import GROUPS
 
@@ -28,11 +28,11 @@ def main(argv: list[str] | None = None) -> int:
         "--pooled",
         type=int,
         nargs="?",
-        const=6,
+        const=POOLED_BATCHES,
         default=None,
         metavar="N",
         help="print the N most recent real batches pooled, each as scored by the newest model that had not "
-        "trained on it (default 6), and exit",
+        f"trained on it (default {POOLED_BATCHES}), and exit",
     )
     ap.add_argument("--model", default=None, help="model directory (default: the shipped model)")
     ap.add_argument("--tag", default=None, help="name of the model in the output file (default: its id)")

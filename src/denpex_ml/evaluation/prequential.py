@@ -31,7 +31,15 @@ from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.taxonomy.groups import GROUPS, group_of
 from denpex_ml.training.data import incident_bundle
 
-__all__ = ["PrequentialRow", "load_prequential", "pool_latest", "score_batch", "summarise", "write_prequential"]
+__all__ = [
+    "POOLED_BATCHES",
+    "PrequentialRow",
+    "load_prequential",
+    "pool_latest",
+    "score_batch",
+    "summarise",
+    "write_prequential",
+]
 
 
 @dataclass(frozen=True)
@@ -198,7 +206,13 @@ def load_prequential(directory: str | Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda p: (str(p.get("scored_at")), p["file"]))
 
 
-def pool_latest(directory: str | Path, *, last: int = 6, prefix: str = "collected-") -> dict[str, Any] | None:
+#: How many of the most recent real batches :func:`pool_latest` pools by default.
+POOLED_BATCHES = 6
+
+
+def pool_latest(
+    directory: str | Path, *, last: int = POOLED_BATCHES, prefix: str = "collected-"
+) -> dict[str, Any] | None:
     """The ``last`` most recent batches pooled: per batch its scoring by the newest model that
     scored it (a model's age: when it first scored anything; every model here scored a batch
     before training on it), all their rows summarised together (:func:`summarise`), so that

@@ -15,7 +15,7 @@ import numpy as np
 
 from denpex_ml.embedding import CachedEncoder, Encoder, make_encoder
 from denpex_ml.errors import InvalidInputError, ModelError, NotALogError, TaxonomyError
-from denpex_ml.features.fingerprints import FingerprintMatcher, outside_taxonomy
+from denpex_ml.features.fingerprints import FingerprintHit, FingerprintMatcher, outside_taxonomy
 from denpex_ml.features.select import PROGRESS_BAR
 from denpex_ml.hang.advice import advise
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
@@ -189,11 +189,14 @@ class DenpexModel:
         )
         return np.asarray(shifted[0])
 
-    def _choose_label(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str]:
+    def _choose_label(
+        self, a: JobAnalysis, proba: np.ndarray, outside: FingerprintHit | None = None
+    ) -> tuple[str, float, str]:
         """``(label, confidence, best taxonomy guess)`` from the calibrated probabilities.
 
-        * a root-cause fingerprint of the ``unknown`` entry (a failure known to lie outside the
-          taxonomy, e.g. a cloud refusing capacity) stronger than any entry's -> ``unknown``;
+        * ``outside``, a root-cause fingerprint of the ``unknown`` entry (a failure known to lie
+          outside the taxonomy, e.g. a cloud refusing capacity) stronger than any entry's
+          (:func:`~denpex_ml.features.fingerprints.outside_taxonomy`) -> ``unknown``;
         * no error evidence at all (no fingerprint, no error line, no hang signal) -> ``no-failure``
           when the model finds that likelier than its best failure, else ``unknown``;
         * the best entry above the abstention threshold -> that entry;
@@ -206,7 +209,6 @@ class DenpexModel:
         fr_choice = self._flight_recorder_choice(a, proba)
         if fr_choice is not None:  # the dumps' finding restricts the answer to the entries declaring it
             return fr_choice
-        outside = outside_taxonomy(a.hits)
         if outside is not None:  # a failure the taxonomy knows to lie outside it, and nothing stronger
             return UNKNOWN_ID, max(outside.weight, 1.0 - p_best), best
         no_fail = self.labels.index(NO_FAILURE_ID) if NO_FAILURE_ID in self.labels else None
@@ -256,13 +258,15 @@ class DenpexModel:
         proba = self.job_proba(a, proba)
         order = np.argsort(-proba)
         alternatives = [Alternative(self.labels[int(i)], float(proba[i])) for i in order[:5]]
-        label, confidence, best = self._choose_label(a, proba)
+        outside = outside_taxonomy(a.hits)
+        label, confidence, best = self._choose_label(a, proba, outside)
+        if label != UNKNOWN_ID:  # Flight Recorder findings come first
+            outside = None
         answered = label not in (UNKNOWN_ID, NO_FAILURE_ID)
         rank, reason = initiating_rank(a, best if answered else None, self.taxonomy)
         hang = a.hang
         if label == NO_FAILURE_ID:
             rank, reason = None, ""
-        outside = outside_taxonomy(a.hits) if label == UNKNOWN_ID else None
         evidence = self._evidence(a, UNKNOWN_ID if outside is not None else best)
         topology, suspects = attribute(a.bundle, self.taxonomy, label, rank, evidence)
         stats = {
