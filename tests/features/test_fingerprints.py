@@ -194,3 +194,45 @@ def test_an_inter_node_plugin_without_a_provider_and_an_unresolvable_master_are_
     ):
         P = RuleBaseline(m).predict_proba([read_logs(text=line + "\n")])[0]
         assert m.labels[int(P.argmax())] == "nccl-init-failure", line
+
+
+def _entries(m: FingerprintMatcher, line: str) -> set[str]:
+    return {m.entry_of(i) for i in m.match_text(line)}
+
+
+def test_older_pytorch_wordings_of_known_failures_are_recognised() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    cases = {
+        # PyTorch 1.x spelled "retreiving"; the id exchange itself timing out is an init failure
+        "RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d"
+        " key-value store by key '0', but store->get('0') got error: Timeout waiting for key: default_pg/0/0"
+        " after 1800000 ms": "nccl-init-failure",
+        "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:514, invalid usage, NCCL version"
+        " 2.6.3": "duplicate-gpu-assignment",
+        "RuntimeError: Expected object of type torch.cuda.LongTensor but found type torch.LongTensor for"
+        " argument #3 'index'": "tensor-device-mismatch",
+    }
+    for line, entry in cases.items():
+        assert entry in _entries(m, line), line
+    # the same exchange completing, or a different NCCL error, is not these
+    assert "nccl-init-failure" not in _entries(m, "NCCL INFO comm 0x1 rank 1 nranks 2 - Init COMPLETE")
+    assert "duplicate-gpu-assignment" not in _entries(
+        m, "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:514, unhandled system error"
+    )
+
+
+def test_nvls_multicast_that_cannot_bind_points_at_the_fabric_manager() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152:"
+    P = RuleBaseline(m).predict_proba([read_logs(text=line + "\n")])[0]
+    assert m.labels[int(P.argmax())] == "nvlink-xid74-fabric-manager"
+
+
+def test_a_library_error_naming_a_missing_file_is_file_not_found() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for line in (
+        "[rank5]: ValueError: File data/mllm_dome.json not found.",
+        "OSError: Checkpoint path /ckpt/step_100 does not exist",
+    ):
+        assert "file-not-found" in _entries(m, line), line
+    assert "file-not-found" not in _entries(m, "ValueError: File format not supported for this model")
