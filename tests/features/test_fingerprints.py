@@ -236,3 +236,20 @@ def test_a_library_error_naming_a_missing_file_is_file_not_found() -> None:
     ):
         assert "file-not-found" in _entries(m, line), line
     assert "file-not-found" not in _entries(m, "ValueError: File format not supported for this model")
+
+
+def test_a_distributed_call_without_a_process_group_is_an_application_error() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = "RuntimeError: Default process group has not been initialized, please make sure to call init_process_group."
+    hits = [i for i in m.match_text(line) if m.entry_of(i) == "uncaught-exception-crash"]
+    assert any("process group" in m.fingerprints[i][1].pattern for i in hits)
+    assert "nccl-init-failure" not in _entries(m, line)
+
+
+def test_horovod_stopping_because_a_rank_left_points_at_a_subset_of_ranks() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = (
+        "[1,3]<stderr>:Horovod has been shut down. This was caused by an exception on one of the ranks or an"
+        " attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution."
+    )
+    assert "subset-rank-collective-hang" in _entries(m, line)
