@@ -253,3 +253,30 @@ def test_horovod_stopping_because_a_rank_left_points_at_a_subset_of_ranks() -> N
         " attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution."
     )
     assert "subset-rank-collective-hang" in _entries(m, line)
+
+
+NCCL_FALLBACKS = (
+    "node-a:37:37 [5] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such"
+    " file or directory No plugin found (libnccl-net.so), using internal implementation",
+    "node-a:1379562:1379562 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+    "node-a:12:12 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+)
+
+
+def test_normal_messages_that_read_like_errors_are_evidence_of_nothing() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for line in NCCL_FALLBACKS:
+        assert m.is_benign(line), line
+        assert m.match_text(line) == [], line
+    # the same words in a real failure still count
+    real = "ImportError: libnccl-net.so: cannot open shared object file: No such file or directory"
+    assert not m.is_benign(real)
+    assert {"missing-module", "file-not-found"} & _entries(m, real)
+
+
+def test_a_verified_nccl_tests_result_row_is_evidence_of_a_healthy_run() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    ok = "    16777216       4194304  bfloat16    none      -1    108.8  154.20   77.10      0    98.19  170.86   85.43      0"
+    assert "no-failure" in _entries(m, ok)
+    wrong = "           8             2   float     sum    20.36    0.00    0.00  3e+00    20.07    0.00    0.00  0e+00"
+    assert "no-failure" not in _entries(m, wrong)

@@ -68,3 +68,18 @@ def test_a_dotted_exception_class_without_error_in_its_name_is_an_error_line() -
         sel["torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True."].priority == 2.0
     )
     assert all(s.priority < 2.0 for t, s in sel.items() if "loss" in t)
+
+
+def test_a_benign_message_is_no_error_line() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    text = (
+        "node-a:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
+        "node-a:1:1 [0] NCCL WARN Call to ibv_create_cq failed\n"
+    )
+    bundle = read_logs(text=text)
+    sel = {s.line.text: s for s in select_lines(bundle, [], benign=m.is_benign)}
+    benign = next(s for t, s in sel.items() if "libibverbs" in t)
+    assert benign.priority < 2.0 and "normal message that reads like an error" in benign.reasons
+    assert next(s for t, s in sel.items() if "ibv_create_cq" in t).priority == 2.0
+    # without the predicate both are error lines
+    assert all(s.priority == 2.0 for s in select_lines(bundle, []) if "NCCL WARN" in s.line.text)

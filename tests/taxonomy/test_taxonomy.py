@@ -113,3 +113,16 @@ def test_file_name_must_match_id(tmp_path: Path) -> None:
     shutil.copy(bundled_taxonomy_dir() / "cuda-oom.yaml", user / "oom.yaml")
     with pytest.raises(TaxonomyError, match="file name stem"):
         load_taxonomy([user])
+
+
+def test_benign_messages_are_checked_and_change_the_fingerprint_hash(tmp_path: Path) -> None:
+    d = _copy_bundled(tmp_path)
+    raw = yaml.safe_load((d / "no-failure.yaml").read_text())
+    assert raw["benign"], "the bundled no-failure entry declares NCCL's normal fallback messages"
+    raw["benign"] = [*raw["benign"], {"pattern": "([unclosed", "kind": "regex", "source": "x"}]
+    (d / "no-failure.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(TaxonomyError, match="regular expression"):
+        load_taxonomy([d], include_bundled=False)
+    raw["benign"] = raw["benign"][:1]
+    (d / "no-failure.yaml").write_text(yaml.safe_dump(raw))
+    assert load_taxonomy([d], include_bundled=False).fingerprint_hash() != load_taxonomy().fingerprint_hash()

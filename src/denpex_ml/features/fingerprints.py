@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import re2
@@ -84,6 +85,19 @@ class FingerprintMatcher:
                 if _LINE_SENSITIVE.search(fp.pattern):
                     self._python_per_line.append((i, fp.regex))
         self._set.Compile()
+        # normal messages that read like errors (``Entry.benign``): no fingerprint fires on them
+        self._benign_set: Any = None
+        self._benign_python: list[re.Pattern[str]] = []
+        benign = [b for entry in taxonomy for b in entry.benign]
+        if benign:
+            self._benign_set = re2.Set.SearchSet(opts)
+            for b in benign:
+                pattern = re2.escape(b.pattern) if b.kind is FingerprintKind.LITERAL else b.pattern
+                try:
+                    self._benign_set.Add(pattern)
+                except Exception:  # RE2 refuses some Python syntax; fall back to re
+                    self._benign_python.append(re.compile(pattern))
+            self._benign_set.Compile()
 
     @property
     def n_features(self) -> int:
@@ -93,7 +107,8 @@ class FingerprintMatcher:
         return self.fingerprints[index][0]
 
     def match_text(self, text: str, python: Sequence[tuple[int, re.Pattern[str]]] | None = None) -> list[int]:
-        """Indices (into :attr:`fingerprints`) of every fingerprint found in one line.
+        """Indices (into :attr:`fingerprints`) of every fingerprint found in one line (none on a
+        benign line, see :meth:`is_benign`).
 
         ``python``: the Python-only patterns to try (default all; :meth:`scan` passes those
         found somewhere in the job's text).
@@ -102,7 +117,14 @@ class FingerprintMatcher:
         for i, rx in self._python if python is None else python:
             if rx.search(text):
                 found.append(i)
-        return found
+        return [] if found and self.is_benign(text) else found
+
+    def is_benign(self, text: str) -> bool:
+        """Whether ``text`` is a normal message that reads like an error (an entry's ``benign``
+        list, e.g. NCCL falling back to its internal network plugin): it is evidence of nothing."""
+        if self._benign_set is None:
+            return False
+        return bool(self._benign_set.Match(text)) or any(rx.search(text) for rx in self._benign_python)
 
     def scan(self, lines: Iterable[LogLine]) -> list[FingerprintHit]:
         """Hits over many lines; identical texts are matched once."""

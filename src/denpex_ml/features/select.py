@@ -9,7 +9,7 @@ other salient lines, then the last lines each rank printed before it went silent
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from denpex_ml.features.fingerprints import FingerprintHit
@@ -47,9 +47,15 @@ class SelectedLine:
 
 
 def select_lines(
-    bundle: LogBundle, hits: Sequence[FingerprintHit], *, max_lines: int = 96, tail_per_rank: int = 3
+    bundle: LogBundle,
+    hits: Sequence[FingerprintHit],
+    *,
+    max_lines: int = 96,
+    tail_per_rank: int = 3,
+    benign: Callable[[str], bool] | None = None,
 ) -> list[SelectedLine]:
-    """At most ``max_lines`` distinct templates of the job, most telling first."""
+    """At most ``max_lines`` distinct templates of the job, most telling first; a line that
+    ``benign`` accepts (a normal message that reads like an error) is no error line."""
     best: dict[str, tuple[float, LogLine, set[str], int]] = {}
     templates: dict[str, str] = {}  # a line is often offered more than once (hit, salient, tail)
 
@@ -77,7 +83,10 @@ def select_lines(
     for stream in bundle.streams.values():
         for line in stream.lines:
             if line.salient:
-                offer(line, 2.0 if EXCEPTION_RE.search(line.text) else 1.0, "error or warning line")
+                if benign is not None and benign(line.text):
+                    offer(line, 1.0, "normal message that reads like an error")
+                else:
+                    offer(line, 2.0 if EXCEPTION_RE.search(line.text) else 1.0, "error or warning line")
         for line in stream.lines[-tail_per_rank:]:
             offer(line, 0.5, "last line before the stream ended")
     ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1].source, kv[1][1].lineno))

@@ -82,7 +82,7 @@ class Featurizer:
     def analyse(self, bundle: LogBundle) -> JobAnalysis:
         lines = list(bundle.iter_lines())
         hits = drop_recovered(self.matcher.scan(lines), lines)  # a flap that came back is not the cause
-        selected = select_lines(bundle, hits, max_lines=self.max_lines)
+        selected = select_lines(bundle, hits, max_lines=self.max_lines, benign=self.matcher.is_benign)
         structure = analyse_structure(bundle)
         hang = analyse_hang(bundle, structure, flight_recorder=_flight_recorder(bundle))
         fp = self.matcher.features(hits)

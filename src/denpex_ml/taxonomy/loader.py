@@ -174,6 +174,8 @@ class Taxonomy:
                 h.update(f"|{fp.kind.value}|{fp.role.value}|{fp.weight}|{fp.pattern}".encode())
             if entry.hang_signals:
                 h.update(("|hang:" + ",".join(entry.hang_signals)).encode())
+            for b in entry.benign:
+                h.update(f"|benign|{b.kind.value}|{b.pattern}".encode())
             h.update(b"\n")
         return h.hexdigest()[:16]
 

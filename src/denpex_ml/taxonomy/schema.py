@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 __all__ = [
     "UNKNOWN_ID",
+    "BenignMessage",
     "Category",
     "Entry",
     "Fingerprint",
@@ -106,6 +107,26 @@ class Fingerprint(_Strict):
         return self.regex.search(line)
 
 
+class BenignMessage(_Strict):
+    """A normal message that reads like an error (NCCL falling back to its internal network
+    plugin, to sockets when no InfiniBand library is installed): a line it matches is evidence
+    of nothing, so no fingerprint fires on it and it is not an error line."""
+
+    pattern: NonEmpty
+    kind: FingerprintKind = FingerprintKind.LITERAL
+    source: NonEmpty
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _regex_compiles(self) -> BenignMessage:
+        if self.kind is FingerprintKind.REGEX:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern is not a valid regular expression ({exc}): {self.pattern!r}") from exc
+        return self
+
+
 class FixStep(_Strict):
     """One step of the fix; ``commands`` holds exact flags, env vars or shell commands."""
 
@@ -133,6 +154,11 @@ class Entry(_Strict):
     summary: NonEmpty
     symptoms: list[NonEmpty] = Field(default_factory=list)
     fingerprints: list[Fingerprint] = Field(default_factory=list)
+    benign: list[BenignMessage] = Field(
+        default_factory=list,
+        description="normal messages that read like errors; lines matching one carry no evidence "
+        "(declared on the entry whose runs print them, usually no-failure)",
+    )
     root_cause: NonEmpty
     fix: list[FixStep] = Field(default_factory=list)
     confirm: list[NonEmpty] = Field(default_factory=list)
