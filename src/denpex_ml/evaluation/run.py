@@ -38,7 +38,15 @@ from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import incident_bundle
 from denpex_ml.training.progress import Progress, no_progress
-from denpex_ml.training.trainer import FeatureSet, concat_features, featurize, fit_head, fit_tfidf, real_folds
+from denpex_ml.training.trainer import (
+    FeatureSet,
+    concat_features,
+    featurize,
+    fit_fold_heads,
+    fit_head,
+    fit_tfidf,
+    real_folds,
+)
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]
 
@@ -425,8 +433,9 @@ def _real_cross_validation(
     tf_oof = np.zeros_like(s.proba)
     abl_oof = {name: np.zeros_like(s.proba) for name, _ in (ABLATIONS if config.ablation else ())}
     tick = run.progress("cross-validating on real incidents", folds)
-    for te, fold_fs in real_folds(train_fs, real_fs, tcfg.cv_folds):
-        head = fit_head(fold_fs, model.head.layout, run.entry_emb, tcfg, model.head.hang_affinity)
+    fold_list = list(real_folds(train_fs, real_fs, tcfg.cv_folds))
+    heads = fit_fold_heads(fold_list, model.head.layout, run.entry_emb, tcfg, model.head.hang_affinity)
+    for (te, fold_fs), (_, head) in zip(fold_list, heads, strict=True):
         oof[te] = head.predict_proba(real_fs.X[te])
         for name, feats in ABLATIONS if config.ablation else ():
             part = fit_head(fold_fs, model.head.layout, run.entry_emb, tcfg, model.head.hang_affinity, feats)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,9 +23,11 @@ from typing import Any
 
 import numpy as np
 from sklearn.model_selection import GroupKFold
+from threadpoolctl import threadpool_limits
 
 from denpex_ml.baselines import RuleBaseline, TfidfBaseline, bundle_text
 from denpex_ml.embedding import CachedEncoder, make_encoder
+from denpex_ml.errors import InvalidInputError
 from denpex_ml.features.fingerprints import FingerprintMatcher
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, signal_affinity
 from denpex_ml.metrics import classification_metrics, per_class_table
@@ -39,7 +42,17 @@ from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example, build_data, data_hash, incident_bundle
 from denpex_ml.training.progress import Progress, no_progress
 
-__all__ = ["FeatureSet", "TrainResult", "choose_hang_prior", "fit_tfidf", "hang_rows", "real_folds", "train"]
+__all__ = [
+    "FeatureSet",
+    "TrainResult",
+    "choose_hang_prior",
+    "cv_jobs",
+    "fit_fold_heads",
+    "fit_tfidf",
+    "hang_rows",
+    "real_folds",
+    "train",
+]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +143,52 @@ def sample_weights(fs: FeatureSet, real_weight: float) -> tuple[np.ndarray, np.n
     return w, rw
 
 
+@dataclass
+class _HeadData:
+    """What a head is fitted on: the known-label rows of a feature set with their weights and
+    groups (arrays only, so a fold travels to a worker process without the logs' text)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
+    rw: np.ndarray
+    groups: np.ndarray
+
+    @classmethod
+    def of(cls, fs: FeatureSet, real_weight: float) -> _HeadData:
+        train = fs.subset(fs.y >= 0)
+        w, rw = sample_weights(train, real_weight)
+        return cls(train.X, train.y, w, rw, train.groups)
+
+
+def _fit_head_on(
+    data: _HeadData,
+    layout: FeatureLayout,
+    entry_emb: np.ndarray,
+    cfg: TrainConfig,
+    affinity: np.ndarray | None,
+    pair_features: tuple[str, ...] | None,
+    init_from: DenpexHead | None,
+) -> DenpexHead:
+    """One head, its BLAS on one thread: the matrices are small enough that a second thread costs
+    more than it brings, and one thread makes the solver's arithmetic - hence the head - the same
+    here and in any worker process."""
+    head = DenpexHead(
+        layout=layout,
+        entry_embeddings=entry_emb,
+        C=cfg.C,
+        n_folds=cfg.head_folds,
+        k=cfg.k,
+        random_state=cfg.seed,
+        hang_affinity=affinity,
+        pair_features=pair_features,
+    )
+    with threadpool_limits(limits=1, user_api="blas"):
+        return head.fit(
+            data.X, data.y, sample_weight=data.w, groups=data.groups, ranker_weight=data.rw, init_from=init_from
+        )
+
+
 def fit_head(
     fs: FeatureSet,
     layout: FeatureLayout,
@@ -142,20 +201,52 @@ def fit_head(
     """A :class:`DenpexHead` fitted on the known-label examples of ``fs`` with the config's
     hyper-parameters and weights (what training, cross-validation and evaluation's ablation
     share; ``pair_features`` restricts the ranker's features for the ablation)."""
-    known = fs.y >= 0
-    train = fs.subset(known)
-    w, rw = sample_weights(train, cfg.real_weight)
-    head = DenpexHead(
-        layout=layout,
-        entry_embeddings=entry_emb,
-        C=cfg.C,
-        n_folds=cfg.head_folds,
-        k=cfg.k,
-        random_state=cfg.seed,
-        hang_affinity=affinity,
-        pair_features=pair_features,
+    return _fit_head_on(_HeadData.of(fs, cfg.real_weight), layout, entry_emb, cfg, affinity, pair_features, init_from)
+
+
+def cv_jobs(n_folds: int) -> int:
+    """Worker processes for fitting cross-validation folds: one per CPU this process may use,
+    at most one per fold; ``DENPEX_TRAIN_JOBS`` caps it (1: in this process, no workers)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    cap = os.environ.get("DENPEX_TRAIN_JOBS", "").strip()
+    if cap:
+        try:
+            cpus = min(cpus, max(1, int(cap)))
+        except ValueError:
+            raise InvalidInputError(f"DENPEX_TRAIN_JOBS must be a positive integer, got {cap!r}") from None
+    return max(1, min(cpus, n_folds))
+
+
+def fit_fold_heads(
+    folds: Sequence[tuple[np.ndarray, FeatureSet]],
+    layout: FeatureLayout,
+    entry_emb: np.ndarray,
+    cfg: TrainConfig,
+    affinity: np.ndarray | None = None,
+    pair_features: tuple[str, ...] | None = None,
+    init_from: DenpexHead | None = None,
+    n_jobs: int | None = None,
+) -> Iterator[tuple[np.ndarray, DenpexHead]]:
+    """``(held-out indices, head)`` per fold of :func:`real_folds`, in fold order. The folds are
+    independent: with more than one job they are fitted in worker processes (joblib's loky),
+    otherwise here, one after another. Each fit is deterministic and runs its BLAS on one thread,
+    so the heads do not depend on ``n_jobs``."""
+    jobs = cv_jobs(len(folds)) if n_jobs is None else max(1, min(n_jobs, len(folds)))
+    data = [(te, _HeadData.of(fs, cfg.real_weight)) for te, fs in folds]
+    if jobs == 1:
+        for te, d in data:
+            yield te, _fit_head_on(d, layout, entry_emb, cfg, affinity, pair_features, init_from)
+        return
+    from joblib import Parallel, delayed
+
+    heads = Parallel(n_jobs=jobs, backend="loky", return_as="generator")(
+        delayed(_fit_head_on)(d, layout, entry_emb, cfg, affinity, pair_features, init_from) for _, d in data
     )
-    return head.fit(train.X, train.y, sample_weight=w, groups=train.groups, ranker_weight=rw, init_from=init_from)
+    for (te, _), head in zip(data, heads, strict=True):
+        yield te, head
 
 
 def fit_tfidf(fs: FeatureSet, labels: list[str], real_weight: float) -> TfidfBaseline:
@@ -355,9 +446,10 @@ def _cross_validate_real(
     final model's (``head``)."""
     real, n = fs["real"], len(st.labels)
     cv = _RealCV(np.zeros((len(real), n)), np.zeros((len(real), n)), np.zeros((len(real), n)))
-    tick = progress("cross-validating on real incidents", min(config.cv_folds, len(set(real.groups))))
-    for te, train_fs in real_folds(concat_features(fs["train"], fs["user"]), real, config.cv_folds):
-        fold_head = fit_head(train_fs, st.layout, st.entry_emb, config, st.affinity, init_from=head)
+    folds = list(real_folds(concat_features(fs["train"], fs["user"]), real, config.cv_folds))
+    tick = progress("cross-validating on real incidents", len(folds))
+    heads = fit_fold_heads(folds, st.layout, st.entry_emb, config, st.affinity, init_from=head)
+    for (te, train_fs), (_, fold_head) in zip(folds, heads, strict=True):
         cv.scores[te] = fold_head.decision_function(real.X[te])
         cv.proba[te] = fold_head.predict_proba(real.X[te])
         if baselines:

@@ -1,0 +1,49 @@
+"""training/trainer.py: cross-validation folds fitted in worker processes give the same heads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from denpex_ml.errors import InvalidInputError
+from denpex_ml.model.head import FeatureLayout
+from denpex_ml.training.config import TrainConfig
+from denpex_ml.training.data import Example
+from denpex_ml.training.trainer import FeatureSet, cv_jobs, fit_fold_heads, real_folds
+
+LAYOUT = FeatureLayout(n_classes=3, n_structure=2, embed_dim=4)
+CFG = TrainConfig.from_dict({"head_folds": 3, "C": 0.5, "cv_folds": 3})
+
+
+def _set(n: int, kind: str, seed: int) -> FeatureSet:
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    X = rng.normal(0, 0.3, (n, LAYOUT.width)).astype(np.float32)
+    for i, c in enumerate(y):
+        X[i, 4 * c] = 0.9
+        X[i, LAYOUT.n_fingerprint + LAYOUT.n_structure + c] = 1.0
+    ex = [Example(f"{kind}-{i}", str(c), f"{kind}-thread-{i // 2}", kind, None, "") for i, c in enumerate(y)]
+    return FeatureSet(ex, X, y.astype(np.int64), [""] * n)
+
+
+def test_fold_heads_fitted_in_workers_equal_those_fitted_here() -> None:
+    base, real = _set(60, "synthetic", 0), _set(30, "real", 1)
+    folds = list(real_folds(base, real, 3))
+    args = (LAYOUT, np.eye(3, 4, dtype=np.float32), CFG)
+    here = list(fit_fold_heads(folds, *args, n_jobs=1))
+    workers = list(fit_fold_heads(folds, *args, n_jobs=2))
+    assert len(here) == len(workers) == 3
+    for (te_a, a), (te_b, b) in zip(here, workers, strict=True):
+        np.testing.assert_array_equal(te_a, te_b)
+        np.testing.assert_allclose(a.predict_proba(real.X[te_a]), b.predict_proba(real.X[te_b]), rtol=1e-6, atol=1e-7)
+
+
+def test_the_number_of_workers_is_capped_by_folds_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DENPEX_TRAIN_JOBS", raising=False)
+    assert 1 <= cv_jobs(5) <= 5
+    assert cv_jobs(1) == 1
+    monkeypatch.setenv("DENPEX_TRAIN_JOBS", "1")
+    assert cv_jobs(5) == 1
+    monkeypatch.setenv("DENPEX_TRAIN_JOBS", "many")
+    with pytest.raises(InvalidInputError, match="DENPEX_TRAIN_JOBS"):
+        cv_jobs(5)
