@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -47,3 +49,25 @@ def test_the_number_of_workers_is_capped_by_folds_and_the_environment(monkeypatc
     monkeypatch.setenv("DENPEX_TRAIN_JOBS", "many")
     with pytest.raises(InvalidInputError, match="DENPEX_TRAIN_JOBS"):
         cv_jobs(5)
+
+
+def test_jobs_featurised_in_workers_equal_those_featurised_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    from denpex_ml.dataset import load_incidents
+    from denpex_ml.synthetic import generate
+    from denpex_ml.training import trainer
+    from denpex_ml.training.data import example_from_incident, example_from_synthetic
+
+    # long synthetic jobs (many selected lines: the line-bank products where BLAS threads would
+    # round differently) and short real excerpts
+    examples = [example_from_synthetic(r) for r in generate(1, 3, include_unknown=False)[:36]]
+    real = sorted(Path(__file__).resolve().parents[2].joinpath("data", "real").glob("collected-2026-12-*.jsonl"))
+    examples += [example_from_incident(inc, "real") for inc in load_incidents(real[0])[:12]]
+    spec = trainer.FeaturizerSpec.of(TrainConfig.from_dict({}))
+    featurizer = spec.build()
+    labels = {lab: i for i, lab in enumerate(featurizer.matcher.labels)}
+    here = trainer.featurize(featurizer, examples, labels, keep=False, spec=spec, n_jobs=1)
+    monkeypatch.setattr(trainer, "FEATURIZE_MIN_PARALLEL", 2)
+    monkeypatch.setattr(trainer, "FEATURIZE_CHUNK", 5)
+    workers = trainer.featurize(featurizer, examples, labels, keep=False, spec=spec, n_jobs=2)
+    np.testing.assert_array_equal(here.X, workers.X)
+    assert here.texts == workers.texts and list(here.y) == list(workers.y)

@@ -44,6 +44,7 @@ from denpex_ml.training.progress import Progress, no_progress
 
 __all__ = [
     "FeatureSet",
+    "FeaturizerSpec",
     "TrainResult",
     "choose_hang_prior",
     "cv_jobs",
@@ -94,6 +95,45 @@ class TrainResult:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class FeaturizerSpec:
+    """What a worker process needs to build the same :class:`Featurizer` as the trainer's (the
+    featurizer itself holds compiled RE2 sets, which do not pickle)."""
+
+    taxonomy_dirs: tuple[str, ...]
+    encoder: str
+    max_lines: int
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> FeaturizerSpec:
+        return cls(tuple(str(d) for d in config.taxonomy_dirs), config.encoder, config.max_lines)
+
+    def build(self) -> Featurizer:
+        taxonomy = load_taxonomy(list(self.taxonomy_dirs))
+        encoder = CachedEncoder(make_encoder(self.encoder, models_root()))
+        return Featurizer(FingerprintMatcher(taxonomy), encoder, max_lines=self.max_lines, taxonomy=taxonomy)
+
+
+_WORKER_FEATURIZERS: dict[FeaturizerSpec, Featurizer] = {}
+
+#: jobs per task sent to a featurising worker, and the fewest jobs worth starting workers for
+FEATURIZE_CHUNK = 64
+FEATURIZE_MIN_PARALLEL = 256
+
+
+def _featurise_chunk(spec: FeaturizerSpec, sources: list[Any]) -> list[tuple[np.ndarray, str]]:
+    """In a worker: base vectors and texts of ``sources`` (the worker's featurizer is built once)."""
+    featurizer = _WORKER_FEATURIZERS.get(spec)
+    if featurizer is None:
+        featurizer = _WORKER_FEATURIZERS[spec] = spec.build()
+    out = []
+    with threadpool_limits(limits=1, user_api="blas"):  # as featurize does here: same arithmetic
+        for source in sources:
+            a = featurizer.analyse(incident_bundle(source))
+            out.append((featurizer.base_vector(a), bundle_text(a.bundle)))
+    return out
+
+
 def featurize(
     featurizer: Featurizer,
     examples: Sequence[Example],
@@ -103,31 +143,58 @@ def featurize(
     progress: Progress = no_progress,
     name: str = "",
     cache: FeatureStore | None = None,
+    spec: FeaturizerSpec | None = None,
+    n_jobs: int | None = None,
 ) -> FeatureSet:
     """Ingest and featurise examples (keeping analyses only when ``keep``).
 
-    With a ``cache`` (and ``keep`` False) examples featurised before are read from it.
-    """
-    rows, texts, analyses = [], [], []
+    With a ``cache`` (and ``keep`` False) examples featurised before are read from it. With a
+    ``spec`` (how to build this featurizer) and more than one job (:func:`cv_jobs`), the
+    examples to featurise are shared among worker processes when there are at least
+    :data:`FEATURIZE_MIN_PARALLEL` of them and ``keep`` is False. Each job is featurised alone,
+    with BLAS on one thread, so the vectors are the same to the last bit either way."""
+    rows: list[np.ndarray | None] = [None] * len(examples)
+    texts: list[str] = [""] * len(examples)
+    analyses = []
     tick = progress(f"featurising {name}", len(examples))
-    for ex in examples:
-        key = example_key(ex.source) if cache is not None else ""
-        hit = cache.get(key) if cache is not None and not keep else None
+    keys = [example_key(ex.source) if cache is not None else "" for ex in examples]
+    todo: list[int] = []
+    for i, _ in enumerate(examples):
+        hit = cache.get(keys[i]) if cache is not None and not keep else None
         if hit is not None:
-            rows.append(hit[0])
-            texts.append(hit[1])
+            rows[i], texts[i] = hit
             tick()
-            continue
-        a = featurizer.analyse(incident_bundle(ex.source))
-        rows.append(featurizer.base_vector(a))
-        texts.append(bundle_text(a.bundle))
-        if cache is not None:
-            cache.put(key, rows[-1], texts[-1])
-        if keep:
-            analyses.append(a)
-        tick()
+        else:
+            todo.append(i)
+    jobs = 1 if keep or spec is None or len(todo) < FEATURIZE_MIN_PARALLEL else (n_jobs or cv_jobs(len(todo)))
+    if jobs > 1 and spec is not None:
+        from joblib import Parallel, delayed
+
+        chunks = [todo[j : j + FEATURIZE_CHUNK] for j in range(0, len(todo), FEATURIZE_CHUNK)]
+        done = Parallel(n_jobs=jobs, backend="loky", return_as="generator")(
+            delayed(_featurise_chunk)(spec, [examples[i].source for i in chunk]) for chunk in chunks
+        )
+        for chunk, results in zip(chunks, done, strict=True):
+            for i, (row, text) in zip(chunk, results, strict=True):
+                rows[i], texts[i] = row, text
+                if cache is not None:
+                    cache.put(keys[i], row, text)
+                tick()
+    else:
+        # BLAS on one thread, as in the workers: the line-bank similarities then come out the same
+        # to the last bit whoever computes them (two threads round differently)
+        with threadpool_limits(limits=1, user_api="blas"):
+            for i in todo:
+                a = featurizer.analyse(incident_bundle(examples[i].source))
+                row, text = featurizer.base_vector(a), bundle_text(a.bundle)
+                rows[i], texts[i] = row, text
+                if cache is not None:
+                    cache.put(keys[i], row, text)
+                if keep:
+                    analyses.append(a)
+                tick()
     width = featurizer.n_base_features
-    X = np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)
+    X = np.stack([r for r in rows if r is not None]) if rows else np.zeros((0, width), dtype=np.float32)
     y = np.asarray([labels.get(e.label, -1) for e in examples], dtype=np.int64)
     return FeatureSet(list(examples), X, y, texts, analyses if keep else None)
 
@@ -420,6 +487,7 @@ def _featurise_all(st: _Setup, config: TrainConfig, *, baselines: bool, progress
             progress=progress,
             name=name,
             cache=st.store,
+            spec=FeaturizerSpec.of(config),
         )
         for name in ("train", "val", "test", "real", "user")
     }
