@@ -38,3 +38,12 @@ def test_minilm_loads_by_path_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     v = enc.encode(["torch.OutOfMemoryError: CUDA out of memory", "RuntimeError: NCCL error: unhandled system error"])
     assert v.shape == (2, 384)
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-5)
+
+
+def test_a_cached_encoder_hands_over_what_it_embedded_only_when_asked() -> None:
+    enc = CachedEncoder(HashingEncoder(16))
+    enc.encode(["a", "b"])
+    assert enc.take_new() == []  # not tracked until asked: a long-lived process keeps nothing extra
+    enc.encode(["b", "c", "d", "c"])
+    assert [t for t, _ in enc.take_new()] == ["c", "d"]  # "b" was cached already
+    assert enc.take_new() == []

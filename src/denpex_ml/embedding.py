@@ -116,6 +116,9 @@ class CachedEncoder:
         self.max_items = max_items
         self.calls = 0  #: texts actually sent to the inner encoder
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        #: texts encoded since the last :meth:`take_new` (None: not tracked - a long-lived
+        #: process never pays for it)
+        self._new: list[str] | None = None
 
     def preload(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
         """Add known embeddings (e.g. from an on-disk cache) without calling the encoder."""
@@ -128,6 +131,14 @@ class CachedEncoder:
         """The cached (text, vector) pairs, oldest first."""
         return list(self._cache.items())
 
+    def take_new(self) -> list[tuple[str, np.ndarray]]:
+        """The (text, vector) pairs encoded since the last call (still cached), e.g. for a
+        worker process to hand its new template embeddings to the process that saves them. The
+        first call starts the tracking and returns nothing."""
+        new = [] if self._new is None else [(t, self._cache[t]) for t in dict.fromkeys(self._new) if t in self._cache]
+        self._new = []
+        return new
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if missing:
@@ -135,6 +146,8 @@ class CachedEncoder:
             vecs = self.inner.encode(missing)
             for t, v in zip(missing, vecs, strict=True):
                 self._cache[t] = v
+            if self._new is not None:
+                self._new.extend(missing)
             while len(self._cache) > self.max_items:
                 self._cache.popitem(last=False)
         out = np.empty((len(texts), self.dim), dtype=np.float32)

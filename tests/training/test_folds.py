@@ -68,6 +68,9 @@ def test_jobs_featurised_in_workers_equal_those_featurised_here(monkeypatch: pyt
     here = trainer.featurize(featurizer, examples, labels, keep=False, spec=spec, n_jobs=1)
     monkeypatch.setattr(trainer, "FEATURIZE_MIN_PARALLEL", 2)
     monkeypatch.setattr(trainer, "FEATURIZE_CHUNK", 5)
-    workers = trainer.featurize(featurizer, examples, labels, keep=False, spec=spec, n_jobs=2)
+    fresh = spec.build()  # its encoder has embedded nothing yet
+    workers = trainer.featurize(fresh, examples, labels, keep=False, spec=spec, n_jobs=2)
     np.testing.assert_array_equal(here.X, workers.X)
     assert here.texts == workers.texts and list(here.y) == list(workers.y)
+    # the workers' template embeddings come back, to be saved with the cache
+    assert {t for t, _ in featurizer.encoder.items()} <= {t for t, _ in fresh.encoder.items()}

@@ -134,6 +134,7 @@ class EmbeddingStore:
     """Template embeddings of one encoder, loaded into and saved from a :class:`CachedEncoder`."""
 
     def __init__(self, root: Path, encoder_name: str) -> None:
+        self.root = root
         self.path = root / "embeddings" / (re.sub(r"[^\w.-]+", "_", encoder_name) + ".npz")
 
     def load_into(self, encoder: CachedEncoder) -> int:

@@ -103,14 +103,22 @@ class FeaturizerSpec:
     taxonomy_dirs: tuple[str, ...]
     encoder: str
     max_lines: int
+    cache_dir: str | None = None  #: the on-disk cache whose template embeddings a worker reads
 
     @classmethod
-    def of(cls, config: TrainConfig) -> FeaturizerSpec:
-        return cls(tuple(str(d) for d in config.taxonomy_dirs), config.encoder, config.max_lines)
+    def of(cls, config: TrainConfig, cache_dir: str | Path | None = None) -> FeaturizerSpec:
+        return cls(
+            tuple(str(d) for d in config.taxonomy_dirs),
+            config.encoder,
+            config.max_lines,
+            None if cache_dir is None else str(cache_dir),
+        )
 
     def build(self) -> Featurizer:
         taxonomy = load_taxonomy(list(self.taxonomy_dirs))
         encoder = CachedEncoder(make_encoder(self.encoder, models_root()))
+        if self.cache_dir is not None:
+            EmbeddingStore(Path(self.cache_dir), encoder.name).load_into(encoder)
         return Featurizer(FingerprintMatcher(taxonomy), encoder, max_lines=self.max_lines, taxonomy=taxonomy)
 
 
@@ -121,17 +129,23 @@ FEATURIZE_CHUNK = 64
 FEATURIZE_MIN_PARALLEL = 256
 
 
-def _featurise_chunk(spec: FeaturizerSpec, sources: list[Any]) -> list[tuple[np.ndarray, str]]:
-    """In a worker: base vectors and texts of ``sources`` (the worker's featurizer is built once)."""
+def _featurise_chunk(
+    spec: FeaturizerSpec, sources: list[Any]
+) -> tuple[list[tuple[np.ndarray, str]], list[tuple[str, np.ndarray]]]:
+    """In a worker: base vectors and texts of ``sources`` (the worker's featurizer is built
+    once), and the template embeddings it computed for them (for the caller's on-disk cache)."""
     featurizer = _WORKER_FEATURIZERS.get(spec)
     if featurizer is None:
         featurizer = _WORKER_FEATURIZERS[spec] = spec.build()
+    encoder = featurizer.encoder
+    if isinstance(encoder, CachedEncoder):
+        encoder.take_new()  # what the line bank and earlier chunks embedded is not this chunk's
     out = []
     with threadpool_limits(limits=1, user_api="blas"):  # as featurize does here: same arithmetic
         for source in sources:
             a = featurizer.analyse(incident_bundle(source))
             out.append((featurizer.base_vector(a), bundle_text(a.bundle)))
-    return out
+    return out, (encoder.take_new() if isinstance(encoder, CachedEncoder) else [])
 
 
 def featurize(
@@ -174,7 +188,9 @@ def featurize(
         done = Parallel(n_jobs=jobs, backend="loky", return_as="generator")(
             delayed(_featurise_chunk)(spec, [examples[i].source for i in chunk]) for chunk in chunks
         )
-        for chunk, results in zip(chunks, done, strict=True):
+        for chunk, (results, embedded) in zip(chunks, done, strict=True):
+            if isinstance(featurizer.encoder, CachedEncoder):
+                featurizer.encoder.preload(embedded)  # saved with the cache like its own
             for i, (row, text) in zip(chunk, results, strict=True):
                 rows[i], texts[i] = row, text
                 if cache is not None:
@@ -487,7 +503,7 @@ def _featurise_all(st: _Setup, config: TrainConfig, *, baselines: bool, progress
             progress=progress,
             name=name,
             cache=st.store,
-            spec=FeaturizerSpec.of(config),
+            spec=FeaturizerSpec.of(config, None if st.emb_store is None else st.emb_store.root),
         )
         for name in ("train", "val", "test", "real", "user")
     }
