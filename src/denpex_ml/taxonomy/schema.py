@@ -59,6 +59,15 @@ class FingerprintRole(StrEnum):
     CONTEXT = "context"  #: configuration/environment line that makes the cause plausible
 
 
+def _check_pattern(kind: FingerprintKind, pattern: str) -> None:
+    """A regex pattern must compile (a literal is any text)."""
+    if kind is FingerprintKind.REGEX:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"pattern is not a valid regular expression ({exc}): {pattern!r}") from exc
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
@@ -78,11 +87,7 @@ class Fingerprint(_Strict):
 
     @model_validator(mode="after")
     def _regex_compiles(self) -> Fingerprint:
-        if self.kind is FingerprintKind.REGEX:
-            try:
-                re.compile(self.pattern)
-            except re.error as exc:
-                raise ValueError(f"pattern is not a valid regular expression ({exc}): {self.pattern!r}") from exc
+        _check_pattern(self.kind, self.pattern)
         return self
 
     @property
@@ -119,11 +124,7 @@ class BenignMessage(_Strict):
 
     @model_validator(mode="after")
     def _regex_compiles(self) -> BenignMessage:
-        if self.kind is FingerprintKind.REGEX:
-            try:
-                re.compile(self.pattern)
-            except re.error as exc:
-                raise ValueError(f"pattern is not a valid regular expression ({exc}): {self.pattern!r}") from exc
+        _check_pattern(self.kind, self.pattern)
         return self
 
 
