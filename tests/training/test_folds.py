@@ -1,4 +1,5 @@
-"""training/trainer.py: cross-validation folds fitted in worker processes give the same heads."""
+"""training/fitting.py: jobs featurised and cross-validation folds fitted in worker processes give
+the same arrays as in one process."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from denpex_ml.errors import InvalidInputError
 from denpex_ml.model.head import FeatureLayout
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example
-from denpex_ml.training.trainer import FeatureSet, cv_jobs, fit_fold_heads, real_folds
+from denpex_ml.training.fitting import FeatureSet, cv_jobs, fit_fold_heads, real_folds
 
 LAYOUT = FeatureLayout(n_classes=3, n_structure=2, embed_dim=4)
 CFG = TrainConfig.from_dict({"head_folds": 3, "C": 0.5, "cv_folds": 3})
@@ -54,7 +55,7 @@ def test_the_number_of_workers_is_capped_by_folds_and_the_environment(monkeypatc
 def test_jobs_featurised_in_workers_equal_those_featurised_here(monkeypatch: pytest.MonkeyPatch) -> None:
     from denpex_ml.dataset import load_incidents
     from denpex_ml.synthetic import generate
-    from denpex_ml.training import trainer
+    from denpex_ml.training import fitting
     from denpex_ml.training.data import example_from_incident, example_from_synthetic
 
     # long synthetic jobs (many selected lines: the line-bank products where BLAS threads would
@@ -62,14 +63,14 @@ def test_jobs_featurised_in_workers_equal_those_featurised_here(monkeypatch: pyt
     examples = [example_from_synthetic(r) for r in generate(1, 3, include_unknown=False)[:36]]
     real = sorted(Path(__file__).resolve().parents[2].joinpath("data", "real").glob("collected-2026-12-*.jsonl"))
     examples += [example_from_incident(inc, "real") for inc in load_incidents(real[0])[:12]]
-    spec = trainer.FeaturizerSpec.of(TrainConfig.from_dict({}))
+    spec = fitting.FeaturizerSpec.of(TrainConfig.from_dict({}))
     featurizer = spec.build()
     labels = {lab: i for i, lab in enumerate(featurizer.matcher.labels)}
-    here = trainer.featurize(featurizer, examples, labels, keep=False, spec=spec, n_jobs=1)
-    monkeypatch.setattr(trainer, "FEATURIZE_MIN_PARALLEL", 2)
-    monkeypatch.setattr(trainer, "FEATURIZE_CHUNK", 5)
+    here = fitting.featurize(featurizer, examples, labels, keep=False, spec=spec, n_jobs=1)
+    monkeypatch.setattr(fitting, "FEATURIZE_MIN_PARALLEL", 2)
+    monkeypatch.setattr(fitting, "FEATURIZE_CHUNK", 5)
     fresh = spec.build()  # its encoder has embedded nothing yet
-    workers = trainer.featurize(fresh, examples, labels, keep=False, spec=spec, n_jobs=2)
+    workers = fitting.featurize(fresh, examples, labels, keep=False, spec=spec, n_jobs=2)
     np.testing.assert_array_equal(here.X, workers.X)
     assert here.texts == workers.texts and list(here.y) == list(workers.y)
     # the workers' template embeddings come back, to be saved with the cache

@@ -37,8 +37,7 @@ from denpex_ml.model.featurize import JobAnalysis
 from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import incident_bundle
-from denpex_ml.training.progress import Progress, no_progress
-from denpex_ml.training.trainer import (
+from denpex_ml.training.fitting import (
     FeatureSet,
     concat_features,
     featurize,
@@ -47,6 +46,7 @@ from denpex_ml.training.trainer import (
     fit_tfidf,
     real_folds,
 )
+from denpex_ml.training.progress import Progress, no_progress
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]
 

@@ -32,8 +32,8 @@ from denpex_ml.model.persistence import read_model_dir
 from denpex_ml.training.cache import FeatureStore, featurizer_signature
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example, build_data, example_from_incident, incident_files
+from denpex_ml.training.fitting import featurize
 from denpex_ml.training.progress import Progress, no_progress
-from denpex_ml.training.trainer import featurize
 
 __all__ = ["GATE_FIGURES", "GateReport", "class_rows", "compare_models", "promote"]
 
