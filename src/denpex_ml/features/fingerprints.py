@@ -27,6 +27,20 @@ _LINE_SENSITIVE = re.compile(r"(?<!\\)[$^]|\\[AZzn]|\(\?[a-z]*[ms]|\(\?<?[=!][^)
 _PY_ONLY = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\*\+|\+\+|\?\+")
 
 
+def _add_to_set(rset: Any, kind: FingerprintKind, pattern: str, ignore_case: bool = False) -> int:
+    """Add ``pattern`` to the RE2 set ``rset``: its index there, or -1 when only Python's ``re``
+    reads it right (look-arounds, back-references, possessive quantifiers) or RE2 refuses it."""
+    text = re2.escape(pattern) if kind is FingerprintKind.LITERAL else pattern
+    if ignore_case:
+        text = f"(?i:{text})"
+    if kind is not FingerprintKind.LITERAL and _PY_ONLY.search(pattern):
+        return -1
+    try:
+        return int(rset.Add(text))
+    except Exception:  # RE2 refuses some Python syntax; the caller falls back to re
+        return -1
+
+
 @dataclass(frozen=True)
 class FingerprintHit:
     """A fingerprint of ``entry_id`` matched ``line``."""
@@ -69,16 +83,7 @@ class FingerprintMatcher:
         self._python: list[tuple[int, re.Pattern[str]]] = []
         self._python_per_line: list[tuple[int, re.Pattern[str]]] = []  # not safe to pre-test on joined text
         for i, (_, fp) in enumerate(self.fingerprints):
-            pattern = re2.escape(fp.pattern) if fp.kind is FingerprintKind.LITERAL else fp.pattern
-            if fp.ignore_case:
-                pattern = f"(?i:{pattern})"
-            added = -1
-            if fp.kind is FingerprintKind.LITERAL or not _PY_ONLY.search(fp.pattern):
-                try:
-                    added = self._set.Add(pattern)
-                except Exception:  # RE2 refuses some Python syntax; fall back to re
-                    added = -1
-            if added >= 0:
+            if _add_to_set(self._set, fp.kind, fp.pattern, fp.ignore_case) >= 0:
                 self._set_ids.append(i)
             else:
                 self._python.append((i, fp.regex))
@@ -92,11 +97,10 @@ class FingerprintMatcher:
         if benign:
             self._benign_set = re2.Set.SearchSet(opts)
             for b in benign:
-                pattern = re2.escape(b.pattern) if b.kind is FingerprintKind.LITERAL else b.pattern
-                try:
-                    self._benign_set.Add(pattern)
-                except Exception:  # RE2 refuses some Python syntax; fall back to re
-                    self._benign_python.append(re.compile(pattern))
+                if _add_to_set(self._benign_set, b.kind, b.pattern) < 0:
+                    self._benign_python.append(
+                        re.compile(b.pattern if b.kind is FingerprintKind.REGEX else re.escape(b.pattern))
+                    )
             self._benign_set.Compile()
 
     @property
