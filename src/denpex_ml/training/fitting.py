@@ -155,7 +155,7 @@ def featurize(
     tick = progress(f"featurising {name}", len(examples))
     keys = [example_key(ex.source) if cache is not None else "" for ex in examples]
     todo: list[int] = []
-    for i, _ in enumerate(examples):
+    for i in range(len(examples)):
         hit = cache.get(keys[i]) if cache is not None and not keep else None
         if hit is not None:
             rows[i], texts[i] = hit
