@@ -280,3 +280,38 @@ def test_a_verified_nccl_tests_result_row_is_evidence_of_a_healthy_run() -> None
     assert "no-failure" in _entries(m, ok)
     wrong = "           8             2   float     sum    20.36    0.00    0.00  3e+00    20.07    0.00    0.00  0e+00"
     assert "no-failure" not in _entries(m, wrong)
+
+
+def test_the_caching_allocator_warning_of_a_failed_allocation_is_gpu_memory() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = (
+        "[rank0]:[W830 12:05:56.439466645 CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on"
+        " device 0 while trying to allocate 272629760 bytes (free: 125304832, total: 85017624576)."
+    )
+    assert _entries(m, line) == {"cuda-oom"}
+
+
+def test_the_other_wordings_of_rays_memory_monitor_and_a_sigkilled_launch_are_host_memory() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    monitor = (
+        "Memory on the node (IP: 10.0.0.1, ID: 708c) where the task (actor ID: 0d, name=Worker.__init__, pid=308,"
+        " memory used=11.15GB) was running was 12.49GB / 13.15GB (0.950003), which exceeds the memory usage"
+        " threshold of 0.95. Ray killed this worker (ID: 79a5) because it was the most recently scheduled task;"
+    )
+    assert _entries(m, monitor) == {"host-oom"}
+    launch = "subprocess.CalledProcessError: Command '['python', 'train.py']' died with <Signals.SIGKILL: 9>."
+    hits = [i for i in m.match_text(launch) if m.entry_of(i) == "host-oom"]
+    assert hits and all(m.fingerprints[i][1].role == "symptom" for i in hits)
+
+
+def test_a_script_rejecting_the_launchers_local_rank_flag_is_an_application_error() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for flag in ("--local-rank=0", "--local_rank=3"):
+        assert "uncaught-exception-crash" in _entries(m, f"train.py: error: unrecognized arguments: {flag}")
+    assert "uncaught-exception-crash" not in _entries(m, "train.py: error: unrecognized arguments: --lr=3")
+
+
+def test_nccl_asking_more_shared_memory_than_the_gpu_has_is_a_build_too_old_for_the_gpu() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = "node-a:4766:4780 [0] NCCL INFO ncclMaxSharedMem 82240 exceeds device/fn maxSharedMem 79856"
+    assert _entries(m, line) == {"cuda-driver-mismatch"}
