@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from denpex_ml.baselines import RuleBaseline
 from denpex_ml.features import FingerprintMatcher
@@ -315,3 +316,42 @@ def test_nccl_asking_more_shared_memory_than_the_gpu_has_is_a_build_too_old_for_
     m = FingerprintMatcher(load_taxonomy())
     line = "node-a:4766:4780 [0] NCCL INFO ncclMaxSharedMem 82240 exceeds device/fn maxSharedMem 79856"
     assert _entries(m, line) == {"cuda-driver-mismatch"}
+
+
+def test_vllm_platform_probing_and_nccls_collective_trace_are_normal_output() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for line in (
+        "DEBUG 08-09 20:53:50 [platforms/__init__.py:55] TPU platform is not available because: No module named 'libtpu'",
+        "node-a:2016601:2016601 [0] NCCL INFO [2] AllReduce: opCount e sendbuff 0x7fc0626a1c00 recvbuff"
+        " 0x7fc0626a1c00 count 1 datatype 1 op 0 root 0 comm 0x5558715599c0 [nranks=4] stream 0x555870f12040",
+        "node-a:191370:191425 [1] NCCL INFO ReduceScatter: opCount e sendbuff 0x7fa917c00000 recvbuff 0x7fa921a00000"
+        " count 2097152 datatype 7 op 0 root 0 comm 0x55fca23fc0f0 [nranks=2] stream 0x55fca193e8e0",
+    ):
+        assert m.is_benign(line), line
+        assert m.match_text(line) == [], line
+    assert not m.is_benign("ModuleNotFoundError: No module named 'vllm._C'")
+    assert "missing-module" in _entries(m, "ModuleNotFoundError: No module named 'vllm._C'")
+
+
+def test_kernels_missing_for_the_gpu_and_a_topology_file_for_other_hardware() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for line in (
+        "[3] enqueue.cc:215 NCCL WARN Cuda failure 'invalid device function'",
+        "RuntimeError: CUDA error: invalid device function",
+    ):
+        assert "cuda-driver-mismatch" in _entries(m, line), line
+    graph = "node-a:73025:73112 [0] graph/search.cc:719 NCCL WARN XML Import Channel : dev 1 not found."
+    assert _entries(m, graph) == {"nccl-init-failure"}
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("TERM_THREADLIMIT: job killed after reaching LSF thread limit.", "unknown"),
+        ("TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.", "host-oom"),
+        ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "no-failure"),
+        ("TERM_OWNER: job killed by owner.", "no-failure"),
+    ],
+)
+def test_lsf_job_termination_reasons(line: str, entry: str) -> None:
+    assert _entries(FingerprintMatcher(load_taxonomy()), line) == {entry}

@@ -172,6 +172,23 @@ def test_horovod_stall_names_the_rank_not_ready() -> None:
     assert r.is_hang  # a stall is a hang, though no watchdog fired
 
 
+STALL = (
+    "{p}[2021-02-10 17:39:53.403710: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted"
+    " to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more"
+    " than 60 seconds.\n{p}Missing ranks:\n"
+)
+
+
+@pytest.mark.parametrize("prefix", ["", "[1,0]<stderr>:"])
+def test_a_horovod_stall_report_of_ranks_waiting_for_different_tensors_is_a_mismatch(prefix: str) -> None:
+    lists = ["broadcast.noname.3765, broadcast.noname.3873", "broadcast.noname.3873", "broadcast.noname.3765"]
+    differ = STALL.format(p=prefix) + "".join(f"{prefix}{r}: [{t}]\n" for r, t in enumerate(lists))
+    assert "signal:same-seq-diff-op" in _report(differ).signals
+    same = STALL.format(p=prefix) + "".join(f"{prefix}{r}: [allreduce.noname.222700]\n" for r in range(4))
+    r = _report(same)  # a subset of ranks never submitted one tensor: not a mismatch
+    assert r.is_hang and "signal:same-seq-diff-op" not in r.signals
+
+
 def test_monitored_barrier_names_the_ranks_that_never_arrived() -> None:
     text = "[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms\n"
     r = _report(text)

@@ -59,7 +59,8 @@ SIGNALS: tuple[str, ...] = (
     "tiny-collective",  # the stuck collective moves at most a few elements (a flag, a metric, a barrier)
     "seq-early",  # the stuck SeqNum is <= 5: the job hung at its first collectives
     "seq-spread",  # ranks wait at different SeqNums
-    "same-seq-diff-op",  # the same SeqNum with a different op or size on different ranks
+    "same-seq-diff-op",  # the same SeqNum with a different op or size on different ranks (or Horovod's
+    # stall report: ranks waiting for different tensors)
     "mismatch-param-gather",  # a mismatch report of one all-gather/reduce-scatter op, sizes differ (sharded params)
     "never-entered",  # a rank's last enqueued work equals its last completed work while others wait
     "silent-rank",  # a rank with lines but no timeout while the others timed out
@@ -136,6 +137,11 @@ _DIVERGED = re.compile(
 _OTHER_HANG = re.compile(
     r"DeepEP (?:dispatch|combine)\b.*\btimeout|DeepEP timeout check failed|DeepEP error: timeout|WorkNCCL::checkTimeout"
 )
+#: Horovod's stall inspector lists, after "Missing ranks:" / "Stalled ranks:", one line per rank with
+#: the tensors that rank has not submitted (``3: [allreduce.noname.12, broadcast.w_0]``)
+#: (a launcher-prefix reader files such a line under rank N, as ``[allreduce.noname.12, …]``)
+_STALL_HEAD = re.compile(r"(?:Missing|Stalled) ranks:\s*$")
+_STALL_ENTRY = re.compile(r"^\s*(?:\d+: )?\[([^\]]*)\]\s*$")
 _FIRST_DUMP = "First PG on this rank to signal dumping"
 _FOLLOWER = "Observed flight recorder dump signal from another rank"
 _NRANKS = re.compile(r"\bnranks (\d+)\b|\bWORLD_SIZE=(\d+)|\bworld[_ ]size[=: ]+(\d+)", re.IGNORECASE)
@@ -309,6 +315,37 @@ def _collective_text(c: CollectiveState, pg: str | None) -> str:
     return f"{c.op} #{c.seq}{numel}" + (f" on PG {pg}" if pg else "")
 
 
+def _stall_ranks_differ(bundle: LogBundle) -> bool:
+    """Does a Horovod stall report list ranks waiting for different tensors (the ranks submitted
+    different collectives, not merely a subset of ranks the same one)? The report's per-rank lines
+    follow its "Missing ranks:" line (a reader may file them under the rank a prefix names)."""
+    heads: list[tuple[str, int]] = []
+    for stream in bundle.streams.values():
+        heads.extend(
+            (line.source, line.lineno)
+            for line in stream.lines
+            if "ranks:" in line.text and _STALL_HEAD.search(line.text)
+        )
+    if not heads:
+        return False
+    entries: dict[tuple[str, int], str] = {}
+    for stream in bundle.streams.values():
+        for line in stream.lines:
+            if line.text.endswith("]") and "[" in line.text:
+                m = _STALL_ENTRY.match(line.text)
+                if m:
+                    entries[(line.source, line.lineno)] = m.group(1).strip()
+    for source, at in heads:
+        waiting: set[str] = set()
+        n = at + 1
+        while (source, n) in entries:
+            waiting.add(entries[(source, n)])
+            n += 1
+        if len(waiting) > 1:
+            return True
+    return False
+
+
 def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_recorder: Any | None = None) -> HangReport:
     """Analyse one job's hang (cheap when there is none: a few regex passes over salient lines).
 
@@ -428,6 +465,8 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             f.frames = fr
         else:
             global_frames.extend(fr)
+    if _stall_ranks_differ(bundle):
+        signals.update(("same-seq-diff-op", "hang"))
     if structure.watchdog_ranks:
         signals.add("hang")
     if flight_recorder is not None:
