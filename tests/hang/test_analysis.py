@@ -39,6 +39,17 @@ def test_traceback_faulthandler_and_py_spy_frames() -> None:
     assert kinds == ["traceback", "traceback", "py-spy", "py-spy", "faulthandler"]
     # py-spy prints innermost first: reversed to read outermost first like Python
     assert [f.function for f in frames[2:4]] == ["generate", "barrier"]
+    # so does faulthandler ("most recent call first")
+    dump = [
+        "Thread 0x00007f8744407b80 (most recent call first):",
+        '  File "/env/torch/distributed/distributed_c10d.py", line 5356 in barrier',
+        '  File "/job/train.py", line 98 in evaluate',
+        '  File "/job/train.py", line 444 in main',
+        "Current thread 0x00007f8744407b81 (most recent call first):",
+        '  File "/job/data.py", line 7 in tokenise',
+        '  File "/job/train.py", line 30 in main',
+    ]
+    assert [f.function for f in parse_frames(dump)] == ["main", "evaluate", "barrier", "main", "tokenise"]
 
 
 @pytest.mark.parametrize(
@@ -242,3 +253,81 @@ def test_a_large_parameter_gather_against_another_op_at_one_seq_is_a_sharded_div
     )
     assert "signal:same-seq-diff-op" in small.signals
     assert "signal:mismatch-param-gather" not in small.signals  # a gather of a few elements: a metric, not a shard
+
+
+PY_SPY = """Thread 7422 (active): "MainThread"
+    all_gather_object (torch/distributed/distributed_c10d.py:3036)
+    wrapper (torch/distributed/c10d_logger.py:81)
+    __init__ (deep_ep/buffer.py:66)
+    test_loop (test_internode.py:229)
+"""
+FAULTHANDLER = """Thread 0x000014844b65d740 (most recent call first):
+  File "/env/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3938 in barrier
+  File "/env/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 79 in wrapper
+  File "/job/train.py", line 11 in main
+"""
+INTERRUPTED = """Traceback (most recent call last):
+  File "/job/train.py", line 40, in <module>
+    dist.barrier()
+  File "/env/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 3439, in barrier
+    work.wait()
+KeyboardInterrupt
+"""
+
+
+def test_a_stack_dump_of_a_rank_inside_a_collective_is_a_hang() -> None:
+    assert _report(PY_SPY).is_hang
+    assert _report(FAULTHANDLER).is_hang  # e.g. faulthandler.dump_traceback_later on a stuck job
+    assert _report(INTERRUPTED).is_hang  # the user gave up waiting: the traceback shows where
+    # the same stacks printed by a crash, or of an exception raised there, are no hang
+    assert not _report("Fatal Python error: Segmentation fault\n\n" + FAULTHANDLER).is_hang
+    assert not _report(INTERRUPTED.replace("KeyboardInterrupt", "RuntimeError: bad argument")).is_hang
+    assert not _report(PY_SPY.replace("all_gather_object", "forward")).is_hang
+
+
+def test_monitored_barrier_blaming_the_rank_it_waited_for() -> None:
+    r = _report(
+        "Rank 1 successfully reached monitoredBarrier, but received errors while waiting for send/recv from"
+        " rank 0. Please check rank 0 logs for faulty rank.\n"
+    )
+    assert r.is_hang and r.suspects == (0,) and "signal:barrier" in r.signals
+
+
+def test_horovod_shutting_down_after_a_rank_left_is_a_hang() -> None:
+    line = (
+        "[1,3]<stderr>:tensorflow.python.framework.errors_impl.UnknownError: Horovod has been shut down. This was"
+        " caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor"
+        " after one of the ranks finished execution.\n"
+    )
+    assert _report(line).is_hang
+
+
+def _dump(rank: int, frames: list[tuple[str, str]]) -> str:
+    """A faulthandler dump of one rank, innermost frame first, behind torchrun's ``[rankN]:``."""
+    lines = [f"[rank{rank}]:Thread 0x00007f87444{rank:05d} (most recent call first):"]
+    lines += [f'[rank{rank}]:  File "{file}", line 10 in {fn}' for fn, file in frames]
+    return "\n".join(lines) + "\n"
+
+
+C10D = "/env/site-packages/torch/distributed/distributed_c10d.py"
+
+
+def test_stacks_in_different_collectives_and_a_rank_busy_outside_any() -> None:
+    in_barrier = _dump(0, [("barrier", C10D), ("evaluate", "/job/train.py")])
+    in_all_reduce = [_dump(r, [("all_reduce", C10D), ("train_step", "/job/train.py")]) for r in (1, 2, 3)]
+    busy = _dump(0, [("save", "/job/checkpoint.py"), ("train", "/job/train.py")])
+    diff = _report(in_barrier + "".join(in_all_reduce))
+    assert diff.is_hang and "signal:stacks-diff-collective" in diff.signals
+    assert "signal:stack-busy-rank" not in diff.signals
+    same = _report(_dump(0, [("all_reduce", C10D)]) + "".join(in_all_reduce))
+    assert "signal:stacks-diff-collective" not in same.signals
+    host = _report(busy + "".join(in_all_reduce))
+    assert "signal:stack-busy-rank" in host.signals and "signal:stacks-diff-collective" not in host.signals
+
+
+def test_the_rank_whose_stack_is_not_where_the_others_wait_is_the_suspect() -> None:
+    others = "".join(_dump(r, [("all_reduce", C10D), ("train_step", "/job/train.py")]) for r in (0, 1, 3))
+    odd = _dump(2, [("all_gather", C10D), ("log_metrics", "/job/train.py")])
+    assert _report(others + odd).suspects == (2,)
+    busy = _dump(2, [("save", "/job/checkpoint.py")])
+    assert _report(others + busy).suspects == (2,)

@@ -19,17 +19,33 @@ RECORDS = {
         if line.strip()
     )
 }
-JOBS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+JOBS = sorted(p.name for p in (REPO / "data" / "reproduced" / "jobs").iterdir() if p.is_dir())
+#: reproductions the shipped model still gets wrong (label or first rank), kept in view: strict
+#: xfail, so a model that gets one right turns the test red until the entry is removed here
+KNOWN_MISSES = {
+    "repro-fsdp-divergent-forward": "gloo's size mismatch in FSDP's unshard reads as a plain collective mismatch",
+    "repro-fsdp-divergent-init": "gloo's size mismatch in FSDP's unshard reads as a plain collective mismatch",
+    "repro-mismatch-op": "all_gather against all_reduce times out on every rank alike: read as a subset hang",
+    "repro-p2p-recv-smaller": "the receiver's size mismatch reads as a collective mismatch, not a p2p one",
+    "repro-p2p-microbatch-count": "the class is right; the unmatched send is blamed on the receiving stage",
+    "repro-subset-hang-uneven-batches": "the class is right; rank 3 left the loop without a word, the waiting ranks are named",
+}
 #: gloo reports a size mismatch on the rank that *received* the odd message (rank 1 here);
 #: the rank whose code diverged (2) prints nothing of its own, so the log cannot name it.
 RANK_NOT_IN_LOG = {"repro-mismatch-size"}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("job", JOBS)
+@pytest.mark.parametrize(
+    "job",
+    [
+        pytest.param(j, marks=pytest.mark.xfail(reason=KNOWN_MISSES[j], strict=True)) if j in KNOWN_MISSES else j
+        for j in JOBS
+    ],
+)
 def test_reproduced_job_is_diagnosed(job: str) -> None:
     rec = RECORDS[job]
-    d = classify(FIXTURES / job)
+    d = classify(REPO / "data" / "reproduced" / "jobs" / job)
     assert d.label == rec["label"], (d.label, d.alternatives[:3])
     if job not in RANK_NOT_IN_LOG:
         assert d.initiating_rank == rec["initiating_rank"], d.initiating_reason

@@ -50,6 +50,9 @@ class Run:
     initiating_rank: int
     description: str
     env: dict[str, str] = field(default_factory=dict)
+    #: send SIGINT to the job's process group after this many seconds, as Ctrl-C in the terminal
+    #: does when an operator gives up on a silent hang (the hard wall limit still applies)
+    interrupt_after_s: float | None = None
 
     @property
     def id(self) -> str:
@@ -61,6 +64,9 @@ class Run:
 
 
 DETAIL = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
+#: a silent hang: a process-group timeout far beyond the run, and every worker's stacks dumped by
+#: faulthandler after 6 s (standing in for the operator's ``py-spy dump --pid``)
+SILENT = {"REPRO_PG_TIMEOUT_S": "600", "REPRO_STACK_DUMP_S": "6"}
 
 RUNS: tuple[Run, ...] = (
     Run(
@@ -118,6 +124,18 @@ RUNS: tuple[Run, ...] = (
         "buffers) while ranks 1-3 wait at the barrier after training.",
     ),
     Run(
+        "subset-hang",
+        "silent-interrupted",
+        "subset_barrier",
+        "subset-rank-collective-hang",
+        0,
+        "Only rank 0 enters dist.barrier() in a rank-0 evaluation path while ranks 1-3 train on, with a "
+        "600 s PG timeout: nothing times out. faulthandler dumps every rank's stack after 6 s; after 12 s the "
+        "operator presses Ctrl-C (SIGINT to the process group).",
+        SILENT,
+        interrupt_after_s=12,
+    ),
+    Run(
         "host-work",
         "tokenise",
         "host_work_tokenise",
@@ -143,6 +161,18 @@ RUNS: tuple[Run, ...] = (
         0,
         "Rank 0 runs a 22 s host-side evaluation after step 1 (a busy loop, no collective); ranks 1-3 "
         "enter the gradient all_reduce of step 2 and time out after 10 s.",
+    ),
+    Run(
+        "host-work",
+        "silent-interrupted",
+        "host_work_checkpoint",
+        "host-work-timeout",
+        0,
+        "Rank 0 'writes a checkpoint' with a busy host loop after step 1 while ranks 1-3 wait in step 2's "
+        "gradient all_reduce, with a 600 s PG timeout: nothing times out. faulthandler dumps every rank's "
+        "stack after 6 s; after 12 s the operator presses Ctrl-C (SIGINT to the process group).",
+        SILENT,
+        interrupt_after_s=12,
     ),
     Run(
         "mismatch",
@@ -177,6 +207,17 @@ RUNS: tuple[Run, ...] = (
         2,
         "Rank 2 all_reduces 24 elements, the others 16, with TORCH_DISTRIBUTED_DEBUG=DETAIL.",
         DETAIL,
+    ),
+    Run(
+        "mismatch",
+        "op-silent-interrupted",
+        "mismatch_op",
+        "collective-mismatch",
+        2,
+        "Rank 2 calls all_gather where the others call all_reduce, with a 600 s PG timeout: faulthandler "
+        "dumps every rank's stack after 6 s; after 12 s the operator presses Ctrl-C.",
+        SILENT,
+        interrupt_after_s=12,
     ),
     Run(
         "p2p",
@@ -319,13 +360,21 @@ def run_one(run: Run, out: Path, wall_limit_s: int) -> dict:
         proc = subprocess.Popen(
             cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
         )
-        killed = False
+        killed = interrupted = False
         try:
-            launcher_raw, _ = proc.communicate(timeout=wall_limit_s)
+            launcher_raw, _ = proc.communicate(timeout=run.interrupt_after_s or wall_limit_s)
         except subprocess.TimeoutExpired:
-            killed = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            launcher_raw, _ = proc.communicate()
+            if run.interrupt_after_s:
+                interrupted = True
+                os.killpg(proc.pid, signal.SIGINT)
+            try:
+                launcher_raw, _ = proc.communicate(timeout=wall_limit_s if interrupted else None)
+            except subprocess.TimeoutExpired:
+                pass
+            if proc.returncode is None:
+                killed = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                launcher_raw, _ = proc.communicate()
         wall = time.monotonic() - t0
 
         logs: dict[str, str] = {}
@@ -373,6 +422,7 @@ def run_one(run: Run, out: Path, wall_limit_s: int) -> dict:
             f"-m training.reproduce.scenarios {run.worker}",
             "launcher_exit_code": proc.returncode,
             "killed_by_wall_limit": killed,
+            "interrupted_after_s": run.interrupt_after_s if interrupted else None,
             "wall_s": round(wall, 1),
             "torchrun_root_cause_rank": int(m.group(1)) if m else None,
             "job_dir": f"data/reproduced/jobs/{run.id}",

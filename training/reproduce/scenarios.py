@@ -9,14 +9,17 @@ a rank-0-only collective, long host work, mismatched collectives, mismatched p2p
 divergent FSDP models or forward counts, or a crash. Nothing here prints failure text of
 its own; the error messages in the captured logs are PyTorch's, gloo's and torchrun's.
 
-Two harness conveniences, both documented in data/reproduced/README.md:
+Three harness conveniences, all documented in data/reproduced/README.md:
 
 * stderr is merged into stdout (``dup2``, the same as ``2>&1``) so that each rank's file
   that torchrun writes with ``--redirects 3`` keeps the real interleaving of both streams;
 * gloo has no watchdog, so PyTorch never dumps its Flight Recorder by itself for gloo. When a
   rank dies from an exception and ``TORCH_FR_DUMP_TEMP_FILE`` is set, the worker writes
   PyTorch's own Flight Recorder dump (``torch._C._distributed_c10d._dump_fr_trace``, pickle,
-  the format the NCCL watchdog writes) to ``<TORCH_FR_DUMP_TEMP_FILE><rank>`` and re-raises.
+  the format the NCCL watchdog writes) to ``<TORCH_FR_DUMP_TEMP_FILE><rank>`` and re-raises;
+* with ``REPRO_STACK_DUMP_S`` set, faulthandler dumps every thread's stack after that many
+  seconds (``dump_traceback_later``), standing in for the operator's ``py-spy dump`` of a
+  silent hang.
 """
 
 from __future__ import annotations
@@ -433,6 +436,10 @@ def _dump_flight_recorder() -> None:
 @record
 def main() -> None:
     name = sys.argv[1]
+    if os.environ.get("REPRO_STACK_DUMP_S"):  # the stacks of a silent hang, as py-spy dump would show them
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(os.environ["REPRO_STACK_DUMP_S"]), exit=False)
     try:
         SCENARIOS[name]()
     except BaseException:

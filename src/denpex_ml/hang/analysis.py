@@ -75,6 +75,8 @@ SIGNALS: tuple[str, ...] = (
     "flight-recorder-mismatch",  # Flight Recorder dumps disagree on a collective
     "flight-recorder-missing-rank",  # Flight Recorder dumps show ranks missing from a collective
     "rank-divergence",  # a framework's own cross-rank check found the ranks differ (model, list lengths, shapes)
+    "stacks-diff-collective",  # stack dumps show ranks parked in different collective calls (different code paths)
+    "stack-busy-rank",  # a rank's stack dump is outside any collective while others wait in one (it is busy)
 )
 
 #: The hang features of a job, in vector order: ``phase:<p>`` for every phase, then the signals.
@@ -96,7 +98,47 @@ _RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
 #: in the store, or Horovod's stall inspector listing every rank ready but it
 _WAITED_FOR = re.compile(r"retrieving ncclUniqueId from \[(\d+)\]|\[ready ranks: ([\d, ]+)\]")
 #: ``monitored_barrier``: "Rank 1 failed to pass monitoredBarrier in 30000 ms", "Ranks 1, 3 failed to pass …"
-_MONITORED = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier")
+_MONITORED = re.compile(
+    r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier|"
+    r"reached monitoredBarrier, but received errors while waiting for send/recv from rank (\d+)"
+)
+#: the collective calls a stack dump shows a rank parked in (torch.distributed, DeepSpeed's comm, Horovod)
+_WAITING_CALLS = frozenset(
+    (
+        "barrier",
+        "monitored_barrier",
+        "all_reduce",
+        "all_gather",
+        "all_gather_object",
+        "all_gather_into_tensor",
+        "_all_gather_base",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "broadcast",
+        "broadcast_object_list",
+        "all_to_all",
+        "all_to_all_single",
+        "gather_object",
+        "send",
+        "recv",
+        "wait",
+    )
+)
+
+
+def _dumped(frames: Sequence[Frame], interrupted: bool, fatal: bool) -> list[Frame]:
+    """The frames of stack dumps taken while the rank was alive and waiting: py-spy; faulthandler,
+    unless a fatal signal made it print; the traceback of a run its user interrupted."""
+    usable = {"py-spy"} | ({"traceback"} if interrupted else set()) | (set() if fatal else {"faulthandler"})
+    return [f for f in frames if f.kind in usable]
+
+
+def _collective_call(frames: Sequence[Frame]) -> str | None:
+    """The innermost collective call of a distributed library among ``frames`` (outermost first)."""
+    for f in reversed(frames):
+        if f.function in _WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
+            return f.function
+    return None
 _MISMATCH = re.compile(
     r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
     r"(?:, TensorShape=\[([^\]]*)\])?"
@@ -304,6 +346,7 @@ def _ranges(ranks: Sequence[int]) -> str:
 @dataclass
 class _RankFacts:
     frames: list[Frame] = field(default_factory=list)
+    parked: str | None = None  # from a stack dump: the collective call it waits in, "" outside any
     pg: str | None = None
     enqueued: tuple[int, int] | None = None
     dump_role: str | None = None
@@ -370,8 +413,14 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
     for key, stream in bundle.streams.items():
         f = facts.setdefault(key, _RankFacts())
         frame_lines: list[str] = []
+        interrupted = False  # the user stopped the run (Ctrl-C): its traceback shows where it waited
+        fatal = False  # faulthandler printed the stacks because of a crash (a signal), not a stall
         for line in stream.lines:
             text = line.text
+            if "KeyboardInterrupt" in text:
+                interrupted = True
+            elif "Fatal Python error" in text:
+                fatal = True
             if any(h in text for h in _FRAME_HINT) or text.lstrip().startswith("Thread "):
                 frame_lines.append(text)
             if (
@@ -429,6 +478,8 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                     signals.update(("same-seq-diff-op", "hang"))
             if "ready ranks:" in text or "Stalled ops" in text or "by subset of ranks" in text:
                 signals.add("hang")  # Horovod's stall inspector: ranks wait for the rest
+            elif "Horovod has been shut down" in text:
+                signals.add("hang")  # a rank left while the others still issued collectives
             if (
                 "isagreement" in text or "same model" in text or "Collective ops" in text or "all_gather_list" in text
             ) and (_DIVERGED.search(text)):
@@ -441,7 +492,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                 mb = _MONITORED.search(text)
                 if mb:  # torch's monitored_barrier names the ranks that never arrived
                     signals.update(("desync-report", "barrier", "hang"))
-                    desync_ranks.extend(int(x) for x in re.findall(r"\d+", mb.group(1)))
+                    desync_ranks.extend(int(x) for x in re.findall(r"\d+", mb.group(1) or mb.group(2)))
             if "ncclUniqueId from [" in text or "ready ranks:" in text:
                 wm = _WAITED_FOR.search(text)
                 if wm and wm.group(1) is not None:
@@ -455,6 +506,13 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         fr = parse_frames(frame_lines)
         if fr:
             signals.add("frames")
+            dumped = _dumped(fr, interrupted, fatal)
+            if dumped:
+                waits_in = _collective_call(dumped)
+                if waits_in is not None:
+                    signals.add("hang")  # a stack dump shows the rank waiting in a collective
+                if isinstance(key, int):
+                    f.parked = waits_in or ""
             if any(x.kind == "py-spy" for x in fr):
                 signals.add("py-spy")
             for x in fr:
@@ -465,6 +523,11 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             f.frames = fr
         else:
             global_frames.extend(fr)
+    parked = {f.parked for k, f in facts.items() if isinstance(k, int) and f.parked is not None}
+    if len(parked - {""}) > 1:
+        signals.add("stacks-diff-collective")  # ranks wait in different calls: different code paths
+    if "" in parked and len(parked) > 1:
+        signals.add("stack-busy-rank")  # one rank is elsewhere while the others wait: it is busy
     if _stall_ranks_differ(bundle):
         signals.update(("same-seq-diff-op", "hang"))
     if structure.watchdog_ranks:
@@ -579,6 +642,14 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             suspects = odd_ranks[:8]
             odd_states = sorted({state_of[k] for k in odd_ranks})
             reasons.append(f"its collective is {'/'.join(odd_states)} the others' (SeqNum/op/size)")
+    parked_at = {k: f.parked for k, f in facts.items() if isinstance(k, int) and f.parked is not None}
+    if not suspects and len(set(parked_at.values())) > 1:
+        # stack dumps: the rank(s) not where the majority waits (another call, or busy outside any)
+        common, n_common = Counter(parked_at.values()).most_common(1)[0]
+        odd_out = sorted(k for k, c in parked_at.items() if c != common)
+        if common and n_common > len(odd_out):
+            suspects = odd_out[:8]
+            reasons.append(f"its stack dump is not where the others wait ({common})")
     if not suspects and silent and len(silent) <= max(1, len(int_keys) // 2):
         suspects = silent[:8]
         reasons.append("printed no timeout while the others timed out (busy elsewhere or stuck)")

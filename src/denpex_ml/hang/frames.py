@@ -23,6 +23,7 @@ __all__ = ["Frame", "parse_frames"]
 _TRACEBACK = re.compile(r'File "([^"]+)", line (\d+),? in ([\w<>.]+)')
 _PYSPY = re.compile(r"^\s*([\w<>.]+) \(([^()\s]+\.py):(\d+)\)\s*$")
 _PYSPY_THREAD = re.compile(r"^\s*Thread (?:0x[0-9a-fA-F]+|\d+) \(")
+_FAULTHANDLER_THREAD = re.compile(r"^\s*(?:Current thread 0x[0-9a-fA-F]+ |Stack )\(most recent call first\)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,24 +48,33 @@ class Frame:
 def parse_frames(lines: Iterable[str]) -> list[Frame]:
     """Frames found in ``lines``, outermost first within each dump.
 
-    py-spy blocks (innermost first as printed) are reversed so every dump reads outermost first.
+    py-spy and faulthandler blocks (innermost first as printed: "most recent call first") are
+    reversed so every dump reads outermost first, as a Python traceback does.
     """
     out: list[Frame] = []
-    spy: list[Frame] = []
+    spy: list[Frame] = []  # the current innermost-first block
     for text in lines:
         m = _TRACEBACK.search(text)
         if m:
-            out.extend(reversed(spy))
-            spy = []
-            kind = "traceback" if ", in " in text else "faulthandler"
-            out.append(Frame(m.group(3), m.group(1), int(m.group(2)), kind))
+            if ", in " in text:
+                out.extend(reversed(spy))
+                spy = []
+                out.append(Frame(m.group(3), m.group(1), int(m.group(2)), "traceback"))
+            else:
+                if spy and spy[-1].kind != "faulthandler":
+                    out.extend(reversed(spy))
+                    spy = []
+                spy.append(Frame(m.group(3), m.group(1), int(m.group(2)), "faulthandler"))
             continue
-        if _PYSPY_THREAD.match(text):
+        if _PYSPY_THREAD.match(text) or _FAULTHANDLER_THREAD.match(text):
             out.extend(reversed(spy))
             spy = []
             continue
         m2 = _PYSPY.match(text)
         if m2:
+            if spy and spy[-1].kind != "py-spy":
+                out.extend(reversed(spy))
+                spy = []
             spy.append(Frame(m2.group(1), m2.group(2), int(m2.group(3)), "py-spy"))
     out.extend(reversed(spy))
     return out

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -229,10 +229,19 @@ class DenpexModel:
             return best, p_best, best
         return UNKNOWN_ID, 1.0 - p_best, best
 
+    #: What a Flight Recorder finding reads as when the dumps are the job's only evidence (PyTorch's
+    #: own analyser reports ranks that never called a collective, or ranks that called different ones).
+    FLIGHT_RECORDER_READING: ClassVar[dict[str, str]] = {
+        "signal:flight-recorder-mismatch": "collective-mismatch",
+        "signal:flight-recorder-missing-rank": "subset-rank-collective-hang",
+    }
+
     def _flight_recorder_choice(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str] | None:
         """When Flight Recorder dumps show a mismatch or a missing rank, the hang is one of the
-        entries that declare that signal (``hang_signals``): the likeliest of them, with its
-        probability renormalised over them. ``None`` without such a finding."""
+        entries that declare that signal (``hang_signals``: each entry consistent with it): the
+        likeliest of them, with its probability renormalised over them; when the dumps are all the
+        job shows (no fingerprint, no error line), the finding's own reading
+        (:attr:`FLIGHT_RECORDER_READING`). ``None`` without such a finding."""
         A = self.head.hang_affinity
         if A is None:
             return None
@@ -247,6 +256,10 @@ class DenpexModel:
             return None
         masked = np.where(allowed, proba, -1.0)
         i = int(masked.argmax())
+        if not a.hits and not any(s.priority >= 2.0 for s in a.selected):
+            reading = self.FLIGHT_RECORDER_READING.get(names[0])
+            if reading in self.labels and allowed[self.labels.index(reading)]:
+                i = self.labels.index(reading)
         return self.labels[i], float(proba[i] / max(float(proba[allowed].sum()), 1e-12)), self.labels[i]
 
     def decide(self, a: JobAnalysis, proba: np.ndarray, t0: float) -> Diagnosis:
