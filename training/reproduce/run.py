@@ -20,6 +20,7 @@ name (``mismatch_op``); the other records of ``reproduced.jsonl`` are kept.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -367,10 +368,8 @@ def run_one(run: Run, out: Path, wall_limit_s: int) -> dict:
             if run.interrupt_after_s:
                 interrupted = True
                 os.killpg(proc.pid, signal.SIGINT)
-            try:
-                launcher_raw, _ = proc.communicate(timeout=wall_limit_s if interrupted else None)
-            except subprocess.TimeoutExpired:
-                pass
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    launcher_raw, _ = proc.communicate(timeout=wall_limit_s)
             if proc.returncode is None:
                 killed = True
                 os.killpg(proc.pid, signal.SIGKILL)
