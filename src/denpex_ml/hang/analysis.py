@@ -139,6 +139,8 @@ def _collective_call(frames: Sequence[Frame]) -> str | None:
         if f.function in _WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
             return f.function
     return None
+
+
 _MISMATCH = re.compile(
     r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
     r"(?:, TensorShape=\[([^\]]*)\])?"
