@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from denpex_ml.evaluation.prequential import PrequentialRow, load_prequential, pool_latest, summarise, write_prequential
+from denpex_ml.evaluation.prequential import (
+    PrequentialRow,
+    fit_confidence_map,
+    load_prequential,
+    pool_latest,
+    summarise,
+    write_prequential,
+)
 
 
 def _row(i: int, label: str, predicted: str, confidence: float = 0.9, rule: str = "unknown") -> PrequentialRow:
@@ -79,3 +87,22 @@ def test_pooled_batches_take_the_newest_model_that_scored_each(tmp_path: Path) -
 def test_no_kept_files_no_pool(tmp_path: Path) -> None:
     assert pool_latest(tmp_path) is None
     assert pool_latest(tmp_path / "absent") is None
+
+
+def test_confidence_map_fitted_on_unseen_batches_pulls_an_overconfident_model_down(tmp_path: Path) -> None:
+    # answers stated at 0.95 that are right 70% of the time, at 0.6 right 50% of the time
+    for b in range(3):
+        rows = [_row(10 * b + i, "cuda-oom", "cuda-oom" if i < 7 else "host-oom", 0.95) for i in range(10)]
+        rows += [_row(100 + 10 * b + i, "cuda-oom", "cuda-oom" if i < 5 else "host-oom", 0.6) for i in range(10)]
+        rows += [_row(200 + b, "unknown", "unknown", 0.7)]  # abstentions are not answers: not fitted on
+        _write(tmp_path, f"collected-b{b}.jsonl", f"m{b}", f"2026-12-0{b + 1}T00:00:00", rows)
+    fitted = fit_confidence_map(tmp_path)
+    assert fitted is not None
+    (a, b), info = fitted
+    assert 0 < a < 1 and info["rows"] == 60 and info["ece_after_in_sample"] < info["ece_before"]
+
+    def mapped(c: float) -> float:
+        return float(1 / (1 + np.exp(-(a * np.log(c / (1 - c)) + b))))
+
+    assert abs(mapped(0.95) - 0.7) < 0.02 and abs(mapped(0.6) - 0.5) < 0.02
+    assert fit_confidence_map(tmp_path, last=2) is None  # 40 answers: too few to fit on

@@ -355,3 +355,45 @@ def test_kernels_missing_for_the_gpu_and_a_topology_file_for_other_hardware() ->
 )
 def test_lsf_job_termination_reasons(line: str, entry: str) -> None:
     assert _entries(FingerprintMatcher(load_taxonomy()), line) == {entry}
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/allocator.h:231",
+            "cuda-oom",
+        ),
+        (
+            "[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mMemPool->getPool(), stream):"
+            " out of memory (/src/cpp/tensorrt_llm/runtime/tllmBuffers.h:125)",
+            "cuda-oom",
+        ),
+        (
+            "E tensorflow/core/common_runtime/direct_session.cc:138] Invalid argument: 'visible_device_list' listed"
+            " an invalid GPU id '6' but visible device count is 1",
+            "duplicate-gpu-assignment",
+        ),
+        (
+            "train_bash.py: error: the following arguments are required: --model_name_or_path",
+            "uncaught-exception-crash",
+        ),
+        (
+            "RuntimeError: Failed: Assertion error /src/DeepEP/csrc/kernels/internode.cu:328 'false and \"Unsupported"
+            " RDMA ranks\"'",
+            "uncaught-exception-crash",
+        ),
+        ("[INFO] [runner.py:417:main] Using IP address of  for node node-a", "nccl-init-failure"),
+        (
+            "what():  [/work/third_party/gloo/gloo/transport/tcp/pair.cc:724] connect [127.0.1.1]:3210:"
+            " Connection refused",
+            "nccl-init-failure",
+        ),
+        (
+            "Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed.",
+            "loss-nan-divergence",
+        ),
+    ],
+)
+def test_wordings_of_known_failures_from_inference_engines_launchers_and_other_stacks(line: str, entry: str) -> None:
+    assert entry in _entries(FingerprintMatcher(load_taxonomy()), line)

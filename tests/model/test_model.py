@@ -158,3 +158,25 @@ def test_arrays_are_read_with_pickle_disabled(
     monkeypatch.setattr(np, "load", spy)
     load_model(tiny_model_dir)
     assert calls and all(allowed is False for allowed in calls)
+
+
+def test_a_confidence_map_restates_the_answer_and_its_alternatives(tiny_model_dir: Path, tmp_path: Path) -> None:
+    plain = load_model(tiny_model_dir).classify(text=OOM)
+    shrunk_dir = tmp_path / "shrunk"
+    shutil.copytree(tiny_model_dir, shrunk_dir)
+    mf = json.loads((shrunk_dir / "manifest.json").read_text())
+    assert mf["confidence_map"] == [1.0, 0.0]  # the tiny model was trained without one
+    mf["confidence_map"] = [0.5, -0.2]
+    (shrunk_dir / "manifest.json").write_text(json.dumps(mf))
+    shrunk = load_model(shrunk_dir).classify(text=OOM)
+    assert shrunk.label == plain.label == "cuda-oom"  # the answer does not change, only how sure it is
+    c = min(max(plain.confidence, 1e-6), 1 - 1e-6)
+    expected = 1 / (1 + np.exp(-(0.5 * np.log(c / (1 - c)) - 0.2)))
+    assert shrunk.confidence == pytest.approx(expected) and shrunk.confidence < plain.confidence
+    assert shrunk.alternatives[0] == ("cuda-oom", shrunk.confidence)
+    assert [a.label for a in shrunk.alternatives] == [a.label for a in plain.alternatives]
+    assert sum(a.probability for a in shrunk.alternatives) <= 1 + 1e-9
+    mf["confidence_map"] = [-1.0, 0.0]  # decreasing: refused on load
+    (shrunk_dir / "manifest.json").write_text(json.dumps(mf))
+    with pytest.raises(ModelError, match="confidence_map"):
+        load_model(shrunk_dir)

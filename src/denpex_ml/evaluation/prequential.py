@@ -32,8 +32,10 @@ from denpex_ml.taxonomy.groups import GROUPS, group_of
 from denpex_ml.training.data import incident_bundle
 
 __all__ = [
+    "CALIBRATION_BATCHES",
     "POOLED_BATCHES",
     "PrequentialRow",
+    "fit_confidence_map",
     "load_prequential",
     "pool_latest",
     "score_batch",
@@ -251,6 +253,54 @@ def pool_latest(
         "files": [f.name for _, (_, f, _) in chosen],
         "summary": summarise(pooled),
     }
+
+
+#: how many of the most recent batches the confidence recalibration is fitted on
+CALIBRATION_BATCHES = 8
+#: fewer answered rows than this: no recalibration (the identity)
+MIN_CALIBRATION_ROWS = 50
+
+
+def fit_confidence_map(
+    directory: str | Path, *, last: int = CALIBRATION_BATCHES
+) -> tuple[tuple[float, float], dict[str, Any]] | None:
+    """``(a, b)`` of ``sigmoid(a * logit(confidence) + b)``: how sure an answer should say it is,
+    fitted (logistic regression of right-or-wrong on the stated confidence's logit) on the answered
+    rows of the ``last`` most recent real batches, each as scored by a model that had not seen it
+    (:func:`pool_latest`). Out-of-fold scores of the logs the fingerprints were written from are
+    too sure of themselves; these are not. ``None`` with fewer than ``MIN_CALIBRATION_ROWS`` answered
+    rows or a fit that would not be increasing. Returns the map and its provenance."""
+    from sklearn.linear_model import LogisticRegression
+
+    pooled = pool_latest(directory, last=last)
+    if pooled is None:
+        return None
+    rows = [
+        r
+        for f in pooled["files"]
+        for r in json.loads((Path(directory) / f).read_text(encoding="utf-8"))["rows"]
+        if r.get("predicted") not in (UNKNOWN_ID, "error") and r.get("confidence") is not None
+    ]
+    if len(rows) < MIN_CALIBRATION_ROWS:
+        return None
+    c = np.clip(np.array([float(r["confidence"]) for r in rows]), 1e-6, 1 - 1e-6)
+    y = np.array([r["predicted"] == r["label"] for r in rows], dtype=int)
+    if y.min() == y.max():
+        return None
+    fit = LogisticRegression(C=1e4).fit(np.log(c / (1 - c))[:, None], y)
+    a, b = float(fit.coef_[0][0]), float(fit.intercept_[0])
+    if not 0 < a <= 10 or not -10 <= b <= 10:
+        return None
+    c2 = 1 / (1 + np.exp(-(a * np.log(c / (1 - c)) + b)))
+    info = {
+        "batches": pooled["batches"],
+        "rows": len(rows),
+        "accuracy": round(float(y.mean()), 4),
+        "mean_confidence_before": round(float(c.mean()), 4),
+        "ece_before": round(float(expected_calibration_error(c, y)), 4),
+        "ece_after_in_sample": round(float(expected_calibration_error(c2, y)), 4),
+    }
+    return (a, b), info
 
 
 def _row_from_dict(r: dict[str, Any], fields: set[str]) -> PrequentialRow:

@@ -91,6 +91,7 @@ class DenpexModel:
         manifest: dict[str, Any] | None = None,
         max_lines: int = 96,
         hang_prior: float = 1.0,
+        confidence_map: tuple[float, float] = (1.0, 0.0),
     ) -> None:
         self.taxonomy = taxonomy
         self.labels = labels
@@ -103,6 +104,12 @@ class DenpexModel:
         #: entries. The trainer fits it on out-of-fold real scores (saved in the manifest);
         #: 1.0 switches it off.
         self.hang_prior = hang_prior
+        #: ``(a, b)``: an answer's stated confidence ``c`` becomes ``sigmoid(a * logit(c) + b)``
+        #: (:meth:`recalibrated`), fitted by the trainer on the test-then-train scores of real logs
+        #: the scoring models had not seen (:func:`~denpex_ml.evaluation.prequential.fit_confidence_map`):
+        #: out-of-fold scores of logs the fingerprints were written from are too sure of
+        #: themselves. ``(1, 0)`` leaves confidences as the head gives them.
+        self.confidence_map = (float(confidence_map[0]), float(confidence_map[1]))
         self.manifest = manifest or {}
         self.encoder = encoder if isinstance(encoder, CachedEncoder) else CachedEncoder(encoder)
         self.matcher = FingerprintMatcher(taxonomy)
@@ -262,6 +269,24 @@ class DenpexModel:
                 i = self.labels.index(reading)
         return self.labels[i], float(proba[i] / max(float(proba[allowed].sum()), 1e-12)), self.labels[i]
 
+    def recalibrated(
+        self, label: str, confidence: float, alternatives: list[Alternative]
+    ) -> tuple[float, list[Alternative]]:
+        """An answer's confidence through :attr:`confidence_map`; when the answer is the first
+        alternative, the alternatives are rescaled with it (the answer's probability is the new
+        confidence, the others share the rest in their old proportions)."""
+        a, b = self.confidence_map
+        if (a, b) == (1.0, 0.0):
+            return confidence, alternatives
+        c = min(max(float(confidence), 1e-6), 1.0 - 1e-6)
+        new = float(1.0 / (1.0 + np.exp(-(a * np.log(c / (1.0 - c)) + b))))
+        if alternatives and alternatives[0].label == label and abs(alternatives[0].probability - confidence) < 1e-12:
+            scale = (1.0 - new) / max(1.0 - float(confidence), 1e-12)
+            alternatives = [Alternative(label, new)] + [
+                Alternative(x.label, min(x.probability * scale, new)) for x in alternatives[1:]
+            ]
+        return new, alternatives
+
     def decide(self, a: JobAnalysis, proba: np.ndarray, t0: float) -> Diagnosis:
         """The :class:`Diagnosis` of an analysed job from its calibrated class probabilities
         (``proba``, the head's output for ``a``): the label or abstention, the first failing
@@ -275,6 +300,7 @@ class DenpexModel:
         label, confidence, best = self._choose_label(a, proba, outside)
         if label != UNKNOWN_ID:  # Flight Recorder findings come first
             outside = None
+            confidence, alternatives = self.recalibrated(label, confidence, alternatives)
         answered = label not in (UNKNOWN_ID, NO_FAILURE_ID)
         rank, reason = initiating_rank(a, best if answered else None, self.taxonomy)
         hang = a.hang
@@ -360,6 +386,7 @@ class DenpexModel:
                 },
                 "abstain_threshold": self.abstain_threshold,
                 "hang_prior": self.hang_prior,
+                "confidence_map": list(self.confidence_map),
                 "max_lines": self.featurizer.max_lines,
             }
         )
@@ -421,6 +448,7 @@ class DenpexModel:
             labels=list(manifest["labels"]),
             abstain_threshold=float(manifest["abstain_threshold"]),
             hang_prior=float(manifest.get("hang_prior", 1.0)),
+            confidence_map=tuple(manifest.get("confidence_map", (1.0, 0.0))),
             manifest=manifest,
             max_lines=int(manifest.get("max_lines", 96)),
         )

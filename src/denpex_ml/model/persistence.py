@@ -127,6 +127,8 @@ class ManifestV1(BaseModel):
     abstain_threshold: Annotated[_Number, Field(ge=0, le=1)]
     #: how much likelier the hang entries are when the hang analysis finds a hang (1: no shift)
     hang_prior: Annotated[_Number, Field(ge=1, le=100)] = 1.0
+    #: ``(a, b)`` of the confidence recalibration ``sigmoid(a * logit(c) + b)`` (``a`` > 0: monotone)
+    confidence_map: Annotated[list[_Number], Field(min_length=2, max_length=2)] = [1.0, 0.0]
     structure_features: list[StrictStr] = []
     max_lines: Annotated[StrictInt, Field(ge=1, le=100_000)] = 96
 
@@ -139,6 +141,8 @@ class ManifestV1(BaseModel):
         bad = [n for n in self.files if not _FILE_NAME.match(n) or n == MANIFEST]
         if bad:
             raise ValueError(f"files must be plain file names in the model directory, got {bad[0]!r}")
+        if not 0 < self.confidence_map[0] <= 10 or not -10 <= self.confidence_map[1] <= 10:
+            raise ValueError(f"confidence_map must be (a in (0, 10], b in [-10, 10]), got {self.confidence_map}")
         if len(set(self.labels)) != len(self.labels):
             raise ValueError("labels must be distinct")
         if len(self.labels) != self.layout.n_classes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from denpex_ml.dataset.io import data_path_exists
@@ -40,6 +41,11 @@ class TrainConfig:
         Distinct line templates embedded per job.
     taxonomy_dirs:
         Extra taxonomy directories merged over the bundled one.
+    confidence_calibration:
+        A directory of test-then-train results (``eval/prequential``): the answers' confidence is
+        recalibrated on the most recent real batches there, each scored before any model trained
+        on it (:func:`~denpex_ml.evaluation.prequential.fit_confidence_map`); ``None``: no
+        recalibration.
     """
 
     seed: int = 7
@@ -56,6 +62,7 @@ class TrainConfig:
     k: int = 10
     max_lines: int = 96
     taxonomy_dirs: tuple[str, ...] = ()
+    confidence_calibration: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("per_class_train", "per_class_val", "per_class_test"):
@@ -74,6 +81,10 @@ class TrainConfig:
             raise InvalidInputError(f"TrainConfig.real_weight must be > 0, got {self.real_weight!r}")
         self.extra_data = tuple(str(p) for p in self.extra_data)
         self.taxonomy_dirs = tuple(str(p) for p in self.taxonomy_dirs)
+        if self.confidence_calibration is not None and not Path(self.confidence_calibration).is_dir():
+            raise InvalidInputError(
+                f"TrainConfig.confidence_calibration: {self.confidence_calibration!r} is not a directory"
+            )
         if isinstance(self.real_data, (list, tuple)):
             self.real_data = tuple(str(p) for p in self.real_data) or None
         reals = self.real_data if isinstance(self.real_data, tuple) else (self.real_data,)

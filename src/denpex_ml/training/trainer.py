@@ -270,6 +270,20 @@ def _head_proba(st: _Setup, head: DenpexHead, part: FeatureSet, hang_prior: floa
     return shift_for_hangs(head.predict_proba(part.X), hang_rows(part.X, st.layout), st.labels, hang_prior)
 
 
+def _confidence_map(config: TrainConfig) -> tuple[tuple[float, float], dict[str, Any] | None]:
+    """The answers' confidence recalibration, fitted on the test-then-train results in
+    ``config.confidence_calibration`` (the identity without them), and where it came from."""
+    if config.confidence_calibration is None:
+        return (1.0, 0.0), None
+    from denpex_ml.evaluation.prequential import fit_confidence_map  # evaluation imports training
+
+    fitted = fit_confidence_map(config.confidence_calibration)
+    if fitted is None:
+        return (1.0, 0.0), None
+    (a, b), info = fitted
+    return (a, b), {"a": round(a, 6), "b": round(b, 6), "directory": config.confidence_calibration, **info}
+
+
 def _abstain_threshold(
     st: _Setup, val: FeatureSet, val_p: np.ndarray, real_p: np.ndarray | None, real_y: np.ndarray
 ) -> float:
@@ -390,6 +404,7 @@ def train(
     if cv is not None:
         _real_metrics(st, real, cv, threshold, baselines=baselines, metrics=metrics, per_class=per_class)
     metrics["abstain_threshold"] = threshold
+    conf_map, conf_info = _confidence_map(config)
 
     model = DenpexModel(
         taxonomy=st.taxonomy,
@@ -399,8 +414,10 @@ def train(
         abstain_threshold=threshold,
         max_lines=config.max_lines,
         hang_prior=hang_prior,
+        confidence_map=conf_map,
         manifest={
             "config": config.to_dict(),
+            "confidence_calibration": conf_info,
             "training_data_hash": data_hash(final_fs.examples),
             "training_counts": {
                 "synthetic": int(sum(e.kind == "synthetic" for e in final_fs.examples)),
