@@ -331,3 +331,27 @@ def test_the_rank_whose_stack_is_not_where_the_others_wait_is_the_suspect() -> N
     assert _report(others + odd).suspects == (2,)
     busy = _dump(2, [("save", "/job/checkpoint.py")])
     assert _report(others + busy).suspects == (2,)
+
+
+def test_a_size_mismatch_inside_fsdps_parameter_gather_is_a_sharded_divergence() -> None:
+    error = (
+        "[rank1]: RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456]"
+        " op.preamble.length <= op.nbytes. 108 vs 72. Received data size doesn't match expected size.\n"
+    )
+    frames = (
+        '[rank1]:   File "/env/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", line 407,'
+        " in unshard\n"
+        '[rank1]:   File "/env/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py", line 364,'
+        " in foreach_all_gather\n"
+    )
+    assert (
+        "signal:mismatch-param-gather"
+        in _report("[rank1]: Traceback (most recent call last):\n" + frames + error).signals
+    )
+    user = frames.replace("fsdp/_fully_shard/_fsdp_param_group.py", "train.py").replace(
+        "fsdp/_fully_shard/_fsdp_collectives.py", "metrics.py"
+    )
+    assert (
+        "signal:mismatch-param-gather"
+        not in _report("[rank1]: Traceback (most recent call last):\n" + user + error).signals
+    )

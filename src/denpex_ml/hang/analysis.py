@@ -145,6 +145,11 @@ _MISMATCH = re.compile(
     r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
     r"(?:, TensorShape=\[([^\]]*)\])?"
 )
+#: the calls that gather sharded parameters (FSDP's unshard, DeepSpeed ZeRO-3's fetch), in their libraries
+_PARAM_GATHER_CALLS = frozenset(
+    ("unshard", "foreach_all_gather", "_all_gather_flat_param", "fetch_sub_module", "all_gather_coalesced")
+)
+_SHARDED = re.compile(r"distributed/fsdp/|deepspeed/runtime/zero/")
 _PARAM_GATHER = re.compile(r"ALLGATHER_BASE|ALLGATHER_INTO_TENSOR|REDUCE_SCATTER")
 #: Elements from which an all-gather is a parameter shard's, not a flag's or a metric's.
 _PARAM_NUMEL = 1_000_000
@@ -411,6 +416,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
     ready: set[int] = set()
     text_enqueued: dict[int, tuple[int, int]] = {}
     world = 0
+    size_mismatch = False  # a transport saw a message of another size than the posted buffer
     global_frames: list[Frame] = []
     for key, stream in bundle.streams.items():
         f = facts.setdefault(key, _RankFacts())
@@ -478,6 +484,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                     f.timed_out = True
                 if _SIZE_MISMATCH.search(text):
                     signals.update(("same-seq-diff-op", "hang"))
+                    size_mismatch = True
             if "ready ranks:" in text or "Stalled ops" in text or "by subset of ranks" in text:
                 signals.add("hang")  # Horovod's stall inspector: ranks wait for the rest
             elif "Horovod has been shut down" in text:
@@ -594,6 +601,10 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         if absent and len(absent) < world:
             signals.add("absent-rank")
     all_frames = [*global_frames, *(x for k in int_keys for x in facts[k].frames)]
+    if size_mismatch and any(x.function in _PARAM_GATHER_CALLS and _SHARDED.search(x.file) for x in all_frames):
+        # the odd size arrived inside a sharded-parameter gather (FSDP unshard, ZeRO-3 fetch):
+        # the ranks gather different parameters - divergent models or forwards, not user collectives
+        signals.add("mismatch-param-gather")
     if any(x.function == "barrier" or x.function == "monitored_barrier" for x in all_frames):
         signals.add("barrier")
     # suspects: the ranks the others wait for, by the strongest rule that names any
