@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from denpex_ml.dataset import load_incidents
-from denpex_ml.evaluation.prequential import POOLED_BATCHES, pool_latest, score_batch, summarise, write_prequential
+from denpex_ml.dataset.prequential import POOLED_BATCHES, pool_latest, summarise, write_prequential
+from denpex_ml.evaluation.prequential import score_batch
 from denpex_ml.model.core import load_model
 from denpex_ml.taxonomy.groups import GROUPS
 

@@ -331,7 +331,8 @@ def test_parquet_nested_fields_are_arrow_lists_and_structs(tmp_path: Path) -> No
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from denpex_ml.batch.results import JobResult, ResultSink, read_results
+    from denpex_ml.batch.output import ResultSink
+    from denpex_ml.batch.results import JobResult, read_results
 
     out = tmp_path / "r.parquet"
     row = JobResult(

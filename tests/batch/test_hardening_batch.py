@@ -21,9 +21,9 @@ from typing import Any
 import psutil
 import pytest
 
-import denpex_ml.batch.results as results_mod
+import denpex_ml.batch.output as output_mod
 from denpex_ml.batch import JobResult, ModelSpec, ResultSink, discover_jobs, read_results, score_jobs
-from denpex_ml.batch.results import check_output_path
+from denpex_ml.batch.output import check_output_path
 from denpex_ml.batch.score import WorkerPool
 from denpex_ml.batch.worker import score_job
 from denpex_ml.cli import main
@@ -371,7 +371,7 @@ def _disk_fills_after(monkeypatch: pytest.MonkeyPatch, calls: int) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(fd, data)
 
-    monkeypatch.setattr(results_mod, "_os_write", write)
+    monkeypatch.setattr(output_mod, "_os_write", write)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
@@ -408,7 +408,7 @@ def test_disk_full_during_a_cli_run_ends_with_one_clear_message(
     err = capsys.readouterr().err
     assert "No space left" in err and "--resume" in err and "Traceback" not in err
     assert err.count("denpex-ml: error:") == 1
-    monkeypatch.setattr(results_mod, "_os_write", os.write)
+    monkeypatch.setattr(output_mod, "_os_write", os.write)
     assert len(read_results(out)) == 2
     assert main(["score", str(root), "-o", str(out), "--quiet", "--resume"]) == EXIT_OK
     assert sorted(r.job_id for r in read_results(out)) == [f"job-{i}.log" for i in range(4)]

@@ -1,4 +1,4 @@
-"""evaluation/prequential.py: the test-then-train figures, kept per batch and pooled."""
+"""dataset/prequential.py: the test-then-train records, kept per batch, pooled, and the confidence recalibration fitted on them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from denpex_ml.evaluation.prequential import (
+from denpex_ml.dataset.prequential import (
     PrequentialRow,
     fit_confidence_map,
     load_prequential,

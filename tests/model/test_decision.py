@@ -35,12 +35,14 @@ WATCHDOG = "".join(
 def model(request: pytest.FixtureRequest) -> DenpexModel:
     """A private instance of the shipped model (loads in seconds; the suite's tiny model when the
     shipped one cannot be loaded): its ``predict_proba`` is replaced below, and its abstention
-    threshold set to 0.5 so that the figures below read plainly."""
+    threshold set to 0.5 and its confidence left unrecalibrated so that the figures below read
+    plainly (the recalibration has its own test in ``tests/model/test_model.py``)."""
     try:
         m = load_model()
     except ModelError:
         m = load_model(request.getfixturevalue("tiny_model_dir"))
     m.abstain_threshold = 0.5
+    m.confidence_map = (1.0, 0.0)
     return m
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from denpex_ml.batch.results import ResultSink
+from denpex_ml.batch.output import ResultSink
 from denpex_ml.batch.score import score_archive
 
 REPO = Path(__file__).resolve().parents[2]

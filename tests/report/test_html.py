@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from denpex_ml.batch.results import JobResult, ResultSink, read_results
+from denpex_ml.batch.output import ResultSink
+from denpex_ml.batch.results import JobResult, read_results
 from denpex_ml.cli import main
 from denpex_ml.errors import InvalidInputError, LogNotFoundError, OutputPathError
 from denpex_ml.report import build_report, write_report

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from denpex_ml.batch.jobs import Batch, BatchLimits, Job, JobPattern, discover_jobs
-from denpex_ml.batch.results import FORMATS, JobResult, ResultSink, read_results
+from denpex_ml.batch.output import ResultSink
+from denpex_ml.batch.results import FORMATS, JobResult, read_results
 
 if TYPE_CHECKING:
     from denpex_ml.batch.score import ENGINES, score_archive, score_jobs

@@ -186,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
     The output path is checked before any work: a directory, a parent that is a file, a folder
     we cannot write in, or a path that is (or lies inside) the input is a usage error.
     """
-    from denpex_ml.batch.results import STDOUT, ResultSink, check_output_path
+    from denpex_ml.batch.output import ResultSink, check_output_path
+    from denpex_ml.batch.results import STDOUT
     from denpex_ml.errors import InvalidInputError, OutputPathError, OutputWriteError
 
     to_stdout = args.output == STDOUT

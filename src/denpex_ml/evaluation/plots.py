@@ -98,7 +98,9 @@ def _prequential(plt, prequential: list[dict[str, Any]], path: Path) -> None:  #
     """Grouped bars: top-1 per report group, one bar per (batch, model) scored before use."""
     groups = [g for g in ("hang", "transport", "crash", "unknown", "no-failure")]
     runs = [p for p in prequential if p.get("summary")]
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups)), 4.0))
+    ncol = 1 + len(runs) // 30  # the legend beside the bars, as long as the batches are many
+    height = max(4.0, 0.12 * len(runs) / ncol + 1.0)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups)) + 3.0 * ncol, height))
     width = 0.8 / max(len(runs), 1)
     for i, p in enumerate(runs):
         summ = p["summary"]
@@ -109,9 +111,8 @@ def _prequential(plt, prequential: list[dict[str, Any]], path: Path) -> None:  #
     ax.set_ylim(0, 1)
     ax.set_ylabel("top-1 on logs scored before use")
     ax.set_title("test-then-train: real batches scored by the model of the moment")
-    ax.legend(fontsize=6, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=ncol, frameon=False)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -6,72 +6,26 @@ is at collection time, and by the fingerprint rules alone; the figures are writt
 recipes or training. These are the figures that predict accuracy on logs nobody has shown
 the model; grouped cross-validation over logs the fingerprints were written from does not.
 
-Every figure is reported per group (:data:`denpex_ml.taxonomy.groups.GROUPS`): ``top1``
-counts an abstention as wrong on a known failure and right on an ``unknown`` one; ``top3``
-looks at the three best taxonomy entries (the best guess even when the model abstains).
+The rows, their summaries, the kept files and the pooled figures are
+:mod:`denpex_ml.dataset.prequential` (the trainer fits the confidence recalibration on them).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from denpex_ml.baselines import RuleBaseline
 from denpex_ml.dataset import Incident
+from denpex_ml.dataset.prequential import PrequentialRow
 from denpex_ml.errors import DenpexError
-from denpex_ml.metrics import expected_calibration_error
 from denpex_ml.model.core import DenpexModel
 from denpex_ml.taxonomy import UNKNOWN_ID
-from denpex_ml.taxonomy.groups import GROUPS, group_of
+from denpex_ml.taxonomy.groups import group_of
 from denpex_ml.training.data import incident_bundle
 
-__all__ = [
-    "CALIBRATION_BATCHES",
-    "POOLED_BATCHES",
-    "PrequentialRow",
-    "fit_confidence_map",
-    "load_prequential",
-    "pool_latest",
-    "score_batch",
-    "summarise",
-    "write_prequential",
-]
-
-
-@dataclass(frozen=True)
-class PrequentialRow:
-    """One real log of a batch, as the model and the rules saw it."""
-
-    id: str
-    source: str
-    label: str
-    group: str
-    label_confidence: str
-    predicted: str
-    confidence: float
-    top3: tuple[str, ...]
-    rule: str
-    initiating_rank: int | None
-    predicted_rank: int | None
-    rank_visible: bool
-    seconds: float
-    error: str | None = None
-
-    @property
-    def correct(self) -> bool:
-        return self.predicted == self.label
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["top3"] = list(self.top3)
-        d["correct"] = self.correct
-        return d
+__all__ = ["score_batch"]
 
 
 def _visible(inc: Incident, rank: int | None) -> bool:
@@ -133,177 +87,3 @@ def score_batch(
         if progress is not None:
             progress()
     return rows
-
-
-def _group_metrics(rows: Sequence[PrequentialRow]) -> dict[str, float]:
-    n = len(rows)
-    if not n:
-        return {"n": 0.0}
-    out: dict[str, float] = {"n": float(n)}
-    out["top1"] = float(np.mean([r.correct for r in rows]))
-    out["top3"] = float(np.mean([r.correct or r.label in r.top3 for r in rows]))
-    out["rule_top1"] = float(np.mean([r.rule == r.label for r in rows]))
-    out["answered_unknown"] = float(sum(r.predicted == UNKNOWN_ID for r in rows))
-    answered = [r for r in rows if r.predicted not in (UNKNOWN_ID, "error")]
-    if answered:
-        conf = np.asarray([r.confidence for r in answered])
-        corr = np.asarray([r.correct for r in answered], dtype=float)
-        out["answered"] = float(len(answered))
-        out["answered_accuracy"] = float(corr.mean())
-        out["answered_mean_confidence"] = float(conf.mean())
-        out["ece_answered"] = expected_calibration_error(conf, corr)
-    ranked = [r for r in rows if r.initiating_rank is not None and r.rank_visible]
-    if ranked:
-        out["rank_n"] = float(len(ranked))
-        out["rank_accuracy"] = float(np.mean([r.predicted_rank == r.initiating_rank for r in ranked]))
-    return out
-
-
-def summarise(rows: Sequence[PrequentialRow]) -> dict[str, Any]:
-    """Figures per group, for all rows and for rows whose label is not ``unconfirmed``."""
-    out: dict[str, Any] = {"all": _group_metrics(rows)}
-    known = [r for r in rows if r.label != UNKNOWN_ID]
-    out["known"] = _group_metrics(known)
-    for g in GROUPS:
-        out[g] = _group_metrics([r for r in rows if r.group == g])
-    abstained = [r for r in rows if r.predicted == UNKNOWN_ID]
-    unknown_rows = [r for r in rows if r.label == UNKNOWN_ID]
-    out["unknown_recall"] = float(np.mean([r.predicted == UNKNOWN_ID for r in unknown_rows])) if unknown_rows else None
-    out["unknown_precision"] = float(np.mean([r.label == UNKNOWN_ID for r in abstained])) if abstained else None
-    out["confident"] = _group_metrics([r for r in rows if r.label_confidence != "unconfirmed"])
-    return out
-
-
-def write_prequential(rows: Sequence[PrequentialRow], out: Path, *, batch: str, model_id: str, note: str = "") -> Path:
-    """Write ``{batch, model_id, summary, rows}`` as JSON to ``out``; returns the path."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "batch": batch,
-        "model_id": model_id,
-        "note": note,
-        "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "summary": summarise(rows),
-        "rows": [r.to_dict() for r in rows],
-    }
-    out.write_text(json.dumps(payload, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    return out
-
-
-def load_prequential(directory: str | Path) -> list[dict[str, Any]]:
-    """The kept prequential figures (``{file, batch, model_id, note, scored_at, summary}``), oldest first."""
-    d = Path(directory)
-    if not d.is_dir():
-        return []
-    out = []
-    for f in sorted(d.glob("*.json")):
-        try:
-            payload = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(payload, dict) or "summary" not in payload:
-            continue
-        out.append(
-            {k: payload.get(k) for k in ("batch", "model_id", "note", "scored_at", "summary")} | {"file": f.name}
-        )
-    return sorted(out, key=lambda p: (str(p.get("scored_at")), p["file"]))
-
-
-#: How many of the most recent real batches :func:`pool_latest` pools by default.
-POOLED_BATCHES = 6
-
-
-def pool_latest(
-    directory: str | Path, *, last: int = POOLED_BATCHES, prefix: str = "collected-"
-) -> dict[str, Any] | None:
-    """The ``last`` most recent batches pooled: per batch its scoring by the newest model that
-    scored it (a model's age: when it first scored anything; every model here scored a batch
-    before training on it), all their rows summarised together (:func:`summarise`), so that
-    figures on a few dozen logs per batch gain the precision of a few hundred. Only batches whose
-    name starts with ``prefix`` count (real logs from public threads are ``collected-*``; the
-    reproduced jobs are not). ``None`` without kept files. Returns ``{batches, files, summary}``."""
-    d = Path(directory)
-    kept: list[tuple[str, str, str, Path, list[dict[str, Any]]]] = []  # (batch, when, model, file, rows)
-    for f in sorted(d.glob("*.json")) if d.is_dir() else []:
-        try:
-            payload = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
-            continue
-        if not str(payload.get("batch")).startswith(prefix):
-            continue
-        model = str(payload.get("model_id")).rsplit("@", 1)[-1]  # the same model under another directory name
-        kept.append((str(payload.get("batch")), str(payload.get("scored_at")), model, f, payload["rows"]))
-    if not kept:
-        return None
-    born: dict[str, str] = {}
-    came: dict[str, str] = {}
-    for batch, when, model, _, _ in kept:
-        born[model] = min(born.get(model, when), when)
-        came[batch] = min(came.get(batch, when), when)
-    newest: dict[str, tuple[str, Path, list[dict[str, Any]]]] = {}
-    for batch, _, model, f, rows in kept:
-        if batch not in newest or born[model] > newest[batch][0]:
-            newest[batch] = (born[model], f, rows)
-    chosen = sorted(newest.items(), key=lambda kv: (came[kv[0]], kv[0]))[-last:]  # in the order batches came
-    fields = set(PrequentialRow.__dataclass_fields__)
-    pooled = [_row_from_dict(r, fields) for _, (_, _, rows) in chosen for r in rows]
-    return {
-        "batches": [b for b, _ in chosen],
-        "files": [f.name for _, (_, f, _) in chosen],
-        "summary": summarise(pooled),
-    }
-
-
-#: how many of the most recent batches the confidence recalibration is fitted on
-CALIBRATION_BATCHES = 8
-#: fewer answered rows than this: no recalibration (the identity)
-MIN_CALIBRATION_ROWS = 50
-
-
-def fit_confidence_map(
-    directory: str | Path, *, last: int = CALIBRATION_BATCHES
-) -> tuple[tuple[float, float], dict[str, Any]] | None:
-    """``(a, b)`` of ``sigmoid(a * logit(confidence) + b)``: how sure an answer should say it is,
-    fitted (logistic regression of right-or-wrong on the stated confidence's logit) on the answered
-    rows of the ``last`` most recent real batches, each as scored by a model that had not seen it
-    (:func:`pool_latest`). Out-of-fold scores of the logs the fingerprints were written from are
-    too sure of themselves; these are not. ``None`` with fewer than ``MIN_CALIBRATION_ROWS`` answered
-    rows or a fit that would not be increasing. Returns the map and its provenance."""
-    from sklearn.linear_model import LogisticRegression
-
-    pooled = pool_latest(directory, last=last)
-    if pooled is None:
-        return None
-    rows = [
-        r
-        for f in pooled["files"]
-        for r in json.loads((Path(directory) / f).read_text(encoding="utf-8"))["rows"]
-        if r.get("predicted") not in (UNKNOWN_ID, "error") and r.get("confidence") is not None
-    ]
-    if len(rows) < MIN_CALIBRATION_ROWS:
-        return None
-    c = np.clip(np.array([float(r["confidence"]) for r in rows]), 1e-6, 1 - 1e-6)
-    y = np.array([r["predicted"] == r["label"] for r in rows], dtype=int)
-    if y.min() == y.max():
-        return None
-    fit = LogisticRegression(C=1e4).fit(np.log(c / (1 - c))[:, None], y)
-    a, b = float(fit.coef_[0][0]), float(fit.intercept_[0])
-    if not 0 < a <= 10 or not -10 <= b <= 10:
-        return None
-    c2 = 1 / (1 + np.exp(-(a * np.log(c / (1 - c)) + b)))
-    info = {
-        "batches": pooled["batches"],
-        "rows": len(rows),
-        "accuracy": round(float(y.mean()), 4),
-        "mean_confidence_before": round(float(c.mean()), 4),
-        "ece_before": round(float(expected_calibration_error(c, y)), 4),
-        "ece_after_in_sample": round(float(expected_calibration_error(c2, y)), 4),
-    }
-    return (a, b), info
-
-
-def _row_from_dict(r: dict[str, Any], fields: set[str]) -> PrequentialRow:
-    """A kept row (``to_dict`` output) back as a :class:`PrequentialRow`."""
-    kw: dict[str, Any] = {k: (tuple(v) if k == "top3" else v) for k, v in r.items() if k in fields}
-    return PrequentialRow(**kw)

@@ -29,9 +29,9 @@ from denpex_ml.baselines import (
     gpualert_version,
 )
 from denpex_ml.dataset.io import data_path_exists
+from denpex_ml.dataset.prequential import load_prequential, pool_latest
 from denpex_ml.evaluation.datasets import EvalSet, Pool, build_pools, data_hash, synthetic_train
 from denpex_ml.evaluation.measures import Measured, group_metrics, measure
-from denpex_ml.evaluation.prequential import load_prequential, pool_latest
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.featurize import JobAnalysis
 from denpex_ml.taxonomy import UNKNOWN_ID
@@ -73,7 +73,7 @@ class EvalConfig:
     baselines:
         Baselines to run (subset of :data:`~denpex_ml.baselines.BASELINES`).
     prequential_dir:
-        Where the test-then-train figures are kept (:mod:`denpex_ml.evaluation.prequential`);
+        Where the test-then-train figures are kept (:mod:`denpex_ml.dataset.prequential`);
         the report quotes them. ``None``: leave them out.
     ablation:
         With the real cross-validation, also refit the head with parts of its evidence only
@@ -121,7 +121,7 @@ class EvalResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     prequential: list[dict[str, Any]] = field(default_factory=list)
-    #: the most recent batches pooled (:func:`~denpex_ml.evaluation.prequential.pool_latest`)
+    #: the most recent batches pooled (:func:`~denpex_ml.dataset.prequential.pool_latest`)
     prequential_pooled: dict[str, Any] | None = None
     ablation: dict[str, dict[str, float]] = field(default_factory=dict)
     #: pool name -> one row per incident of the real and user pools: its label, the model's answer

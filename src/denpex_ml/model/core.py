@@ -106,7 +106,7 @@ class DenpexModel:
         self.hang_prior = hang_prior
         #: ``(a, b)``: an answer's stated confidence ``c`` becomes ``sigmoid(a * logit(c) + b)``
         #: (:meth:`recalibrated`), fitted by the trainer on the test-then-train scores of real logs
-        #: the scoring models had not seen (:func:`~denpex_ml.evaluation.prequential.fit_confidence_map`):
+        #: the scoring models had not seen (:func:`~denpex_ml.dataset.prequential.fit_confidence_map`):
         #: out-of-fold scores of logs the fingerprints were written from are too sure of
         #: themselves. ``(1, 0)`` leaves confidences as the head gives them.
         self.confidence_map = (float(confidence_map[0]), float(confidence_map[1]))

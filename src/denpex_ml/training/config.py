@@ -44,7 +44,7 @@ class TrainConfig:
     confidence_calibration:
         A directory of test-then-train results (``eval/prequential``): the answers' confidence is
         recalibrated on the most recent real batches there, each scored before any model trained
-        on it (:func:`~denpex_ml.evaluation.prequential.fit_confidence_map`); ``None``: no
+        on it (:func:`~denpex_ml.dataset.prequential.fit_confidence_map`); ``None``: no
         recalibration.
     """
 

@@ -275,7 +275,7 @@ def _confidence_map(config: TrainConfig) -> tuple[tuple[float, float], dict[str,
     ``config.confidence_calibration`` (the identity without them), and where it came from."""
     if config.confidence_calibration is None:
         return (1.0, 0.0), None
-    from denpex_ml.evaluation.prequential import fit_confidence_map  # evaluation imports training
+    from denpex_ml.dataset.prequential import fit_confidence_map
 
     fitted = fit_confidence_map(config.confidence_calibration)
     if fitted is None:
