@@ -106,3 +106,6 @@ def test_confidence_map_fitted_on_unseen_batches_pulls_an_overconfident_model_do
 
     assert abs(mapped(0.95) - 0.7) < 0.02 and abs(mapped(0.6) - 0.5) < 0.02
     assert fit_confidence_map(tmp_path, last=2) is None  # 40 answers: too few to fit on
+    # a batch kept out of training (to measure the model on) is not fitted on either
+    assert fit_confidence_map(tmp_path, among={"collected-b0.jsonl", "collected-b1.jsonl"}) is None
+    assert fit_confidence_map(tmp_path, among={f"collected-b{b}.jsonl" for b in range(3)}) == fitted

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,14 +143,18 @@ POOLED_BATCHES = 6
 
 
 def pool_latest(
-    directory: str | Path, *, last: int = POOLED_BATCHES, prefix: str = "collected-"
+    directory: str | Path,
+    *,
+    last: int = POOLED_BATCHES,
+    prefix: str = "collected-",
+    among: Collection[str] | None = None,
 ) -> dict[str, Any] | None:
     """The ``last`` most recent batches pooled: per batch its scoring by the newest model that
     scored it (a model's age: when it first scored anything; every model here scored a batch
     before training on it), all their rows summarised together (:func:`summarise`), so that
     figures on a few dozen logs per batch gain the precision of a few hundred. Only batches whose
     name starts with ``prefix`` count (real logs from public threads are ``collected-*``; the
-    reproduced jobs are not). ``None`` without kept files. Returns ``{batches, files, summary}``."""
+    reproduced jobs are not); with ``among``, only batches of those names. ``None`` without kept files. Returns ``{batches, files, summary}``."""
     d = Path(directory)
     kept: list[tuple[str, str, str, Path, list[dict[str, Any]]]] = []  # (batch, when, model, file, rows)
     for f in sorted(d.glob("*.json")) if d.is_dir() else []:
@@ -161,6 +165,8 @@ def pool_latest(
         if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
             continue
         if not str(payload.get("batch")).startswith(prefix):
+            continue
+        if among is not None and str(payload.get("batch")) not in among:
             continue
         model = str(payload.get("model_id")).rsplit("@", 1)[-1]  # the same model under another directory name
         kept.append((str(payload.get("batch")), str(payload.get("scored_at")), model, f, payload["rows"]))
@@ -192,17 +198,19 @@ MIN_CALIBRATION_ROWS = 50
 
 
 def fit_confidence_map(
-    directory: str | Path, *, last: int = CALIBRATION_BATCHES
+    directory: str | Path, *, last: int = CALIBRATION_BATCHES, among: Collection[str] | None = None
 ) -> tuple[tuple[float, float], dict[str, Any]] | None:
     """``(a, b)`` of ``sigmoid(a * logit(confidence) + b)``: how sure an answer should say it is,
     fitted (logistic regression of right-or-wrong on the stated confidence's logit) on the answered
     rows of the ``last`` most recent real batches, each as scored by a model that had not seen it
     (:func:`pool_latest`). Out-of-fold scores of the logs the fingerprints were written from are
     too sure of themselves; these are not. ``None`` with fewer than ``MIN_CALIBRATION_ROWS`` answered
-    rows or a fit that would not be increasing. Returns the map and its provenance."""
+    rows or a fit that would not be increasing. ``among`` restricts it to batches of those names
+    (the trainer passes the batches it trains on: a batch kept out of training, to measure the
+    model on, must not shape its confidence either). Returns the map and its provenance."""
     from sklearn.linear_model import LogisticRegression
 
-    pooled = pool_latest(directory, last=last)
+    pooled = pool_latest(directory, last=last, among=among)
     if pooled is None:
         return None
     rows = [

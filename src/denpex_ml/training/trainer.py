@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from denpex_ml.baselines import RuleBaseline
+from denpex_ml.dataset.io import expand_data_path
+from denpex_ml.dataset.prequential import fit_confidence_map
 from denpex_ml.embedding import CachedEncoder, make_encoder
 from denpex_ml.features.fingerprints import FingerprintMatcher
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, signal_affinity
@@ -272,12 +274,13 @@ def _head_proba(st: _Setup, head: DenpexHead, part: FeatureSet, hang_prior: floa
 
 def _confidence_map(config: TrainConfig) -> tuple[tuple[float, float], dict[str, Any] | None]:
     """The answers' confidence recalibration, fitted on the test-then-train results in
-    ``config.confidence_calibration`` (the identity without them), and where it came from."""
+    ``config.confidence_calibration`` of the batches this model trains on (a batch kept out to
+    measure the model shapes nothing of it), the identity without them, and where it came from."""
     if config.confidence_calibration is None:
         return (1.0, 0.0), None
-    from denpex_ml.dataset.prequential import fit_confidence_map
-
-    fitted = fit_confidence_map(config.confidence_calibration)
+    reals = config.real_data if isinstance(config.real_data, tuple) else (config.real_data,)
+    trained_on = {Path(f).name for p in reals if p is not None for f in expand_data_path(p)}
+    fitted = fit_confidence_map(config.confidence_calibration, among=trained_on)
     if fitted is None:
         return (1.0, 0.0), None
     (a, b), info = fitted
