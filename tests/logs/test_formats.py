@@ -40,6 +40,20 @@ def test_openmpi_tag_output(log_fixture) -> None:  # type: ignore[no-untyped-def
     assert texts(b, 3) == ["Segmentation fault (core dumped)"]
 
 
+def test_horovodrun_rank_tag_without_a_job_id() -> None:
+    # horovodrun (gloo controller) tags lines "[rank]<stream>:", Open MPI "[jobid,rank]<stream>:"
+    text = (
+        "[2]<stdout>:hi! 2\n"
+        "[2]<stderr>:Traceback (most recent call last):\n"
+        "[2]<stderr>:ValueError: bad shape\n"
+        "[1,0]<stdout>:epoch 1 done\n"
+    )
+    b = read_logs(text=text)
+    assert b.ranks == [0, 2] and b.formats["mpirun"] == 4
+    assert texts(b, 2)[-1] == "ValueError: bad shape"
+    assert parse_prefix("[12]<stderr>: x").rank == 12  # type: ignore[union-attr]
+
+
 def test_pdsh_host_prefix_with_inner_rank(log_fixture) -> None:  # type: ignore[no-untyped-def]
     b = read_logs(log_fixture("pdsh.log"))
     assert 1 in b.ranks and 5 in b.ranks  # [rank1] prefix and [Rank 5] inside the message

@@ -625,7 +625,7 @@ _AGENT_LINE = re.compile(
 
 
 _PROBE = re.compile(
-    r"^(?:\[?\d{4}-\d\d-\d\d[T ]|[A-Z][a-z]{2} [ \d]\d \d\d:|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:|\[(?:rank|default)\d|\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |[\w.-]+:\d+:\d+ \[\d|[\w.-]+: )",
+    r"^(?:\[?\d{4}-\d\d-\d\d[T ]|[A-Z][a-z]{2} [ \d]\d \d\d:|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:|\[(?:rank|default)\d|\[(?:\d+,)?\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |[\w.-]+:\d+:\d+ \[\d|[\w.-]+: )",
     re.MULTILINE,
 )
 
@@ -636,12 +636,12 @@ _FAST_LINE = re.compile(r"^(" + _ISO_TS + r")?(?:\[(?:rank|default)(\d{1,6})\]:[
 # Anything that needs the general parser: other launcher prefixes, NCCL debug or host
 # prefixes at line start, launcher summaries (parsed in order), syslog timestamps.
 _NOT_FAST_PATTERN = (
-    r"(?m)^(?:" + _ISO_TS + r")?(?:\[\d+,\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |"
+    r"(?m)^(?:" + _ISO_TS + r")?(?:\[(?:\d+,)?\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |"
     r"[\w.-]+:\d+:\d+ \[\d|(?:"
     + _HOST_SCREEN
     + r"): |"
     + RANK_TAG
-    + r"(?:\[(?:rank|default)\d|\[\d+,\d+\]<|\[[\w.-]+:\d+ *:\d|\(\w+ pid=|\{|"
+    + r"(?:\[(?:rank|default)\d|\[(?:\d+,)?\d+\]<|\[[\w.-]+:\d+ *:\d|\(\w+ pid=|\{|"
     r"(?:" + _HOST_SCREEN + r"): )|[A-Z][a-z]{2} [ \d]\d \d\d:"
     r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:)"
     r"|Root Cause \(first observed failure\)|^\s*Failures:"

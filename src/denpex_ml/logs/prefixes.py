@@ -47,7 +47,8 @@ class Prefix(NamedTuple):
 
 
 _TORCHRUN = re.compile(r"\[(?:rank|default)(\d{1,6})\]:[ ]?")
-_MPI = re.compile(r"\[\d+,(\d{1,6})\]<std(?:out|err)>:[ ]?")
+#: Open MPI's --tag-output "[jobid,rank]<stderr>:", and horovodrun's own "[rank]<stderr>:"
+_MPI = re.compile(r"\[(?:\d+,)?(\d{1,6})\]<std(?:out|err)>:[ ]?")
 _SRUN = re.compile(r"[ ]{0,5}(\d{1,6}): ")
 _RAY = re.compile(r"\(([A-Za-z_][\w.]*) pid=(\d+)(?:, ip=([\w.:<>-]+))?(?:, [^)]*)?\)[ ]?")
 _UCX = re.compile(r"\[([A-Za-z0-9][\w.-]*):(\d+) *:\d+:\d+\] *")
@@ -173,7 +174,7 @@ _FIRST_CHARS: dict[str, tuple[str, ...]] = {
 }
 
 
-_FAST = re.compile(r"\[(?:rank|default)(\d{1,6})\]:[ ]?|\[\d+,(\d{1,6})\]<std(?:out|err)>:[ ]?")
+_FAST = re.compile(r"\[(?:rank|default)(\d{1,6})\]:[ ]?|\[(?:\d+,)?(\d{1,6})\]<std(?:out|err)>:[ ]?")
 
 
 def _maybe_prefixed(text: str) -> bool:
