@@ -32,7 +32,7 @@ import numpy as np
 
 from denpex_ml.errors import TaxonomyError
 from denpex_ml.features.structure import CollectiveState, StructureFeatures
-from denpex_ml.hang.frames import Frame, parse_frames
+from denpex_ml.hang.frames import Frame, collective_call, gathers_sharded_params, live_stacks, parse_frames
 from denpex_ml.hang.phase import PHASES, Phase, phase_of
 from denpex_ml.logs.bundle import LogBundle, StreamKey
 
@@ -102,54 +102,10 @@ _MONITORED = re.compile(
     r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier|"
     r"reached monitoredBarrier, but received errors while waiting for send/recv from rank (\d+)"
 )
-#: the collective calls a stack dump shows a rank parked in (torch.distributed, DeepSpeed's comm, Horovod)
-_WAITING_CALLS = frozenset(
-    (
-        "barrier",
-        "monitored_barrier",
-        "all_reduce",
-        "all_gather",
-        "all_gather_object",
-        "all_gather_into_tensor",
-        "_all_gather_base",
-        "reduce_scatter",
-        "reduce_scatter_tensor",
-        "broadcast",
-        "broadcast_object_list",
-        "all_to_all",
-        "all_to_all_single",
-        "gather_object",
-        "send",
-        "recv",
-        "wait",
-    )
-)
-
-
-def _dumped(frames: Sequence[Frame], interrupted: bool, fatal: bool) -> list[Frame]:
-    """The frames of stack dumps taken while the rank was alive and waiting: py-spy; faulthandler,
-    unless a fatal signal made it print; the traceback of a run its user interrupted."""
-    usable = {"py-spy"} | ({"traceback"} if interrupted else set()) | (set() if fatal else {"faulthandler"})
-    return [f for f in frames if f.kind in usable]
-
-
-def _collective_call(frames: Sequence[Frame]) -> str | None:
-    """The innermost collective call of a distributed library among ``frames`` (outermost first)."""
-    for f in reversed(frames):
-        if f.function in _WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
-            return f.function
-    return None
-
-
 _MISMATCH = re.compile(
     r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
     r"(?:, TensorShape=\[([^\]]*)\])?"
 )
-#: the calls that gather sharded parameters (FSDP's unshard, DeepSpeed ZeRO-3's fetch), in their libraries
-_PARAM_GATHER_CALLS = frozenset(
-    ("unshard", "foreach_all_gather", "_all_gather_flat_param", "fetch_sub_module", "all_gather_coalesced")
-)
-_SHARDED = re.compile(r"distributed/fsdp/|deepspeed/runtime/zero/")
 _PARAM_GATHER = re.compile(r"ALLGATHER_BASE|ALLGATHER_INTO_TENSOR|REDUCE_SCATTER")
 #: Elements from which an all-gather is a parameter shard's, not a flag's or a metric's.
 _PARAM_NUMEL = 1_000_000
@@ -515,9 +471,9 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         fr = parse_frames(frame_lines)
         if fr:
             signals.add("frames")
-            dumped = _dumped(fr, interrupted, fatal)
+            dumped = live_stacks(fr, interrupted=interrupted, fatal=fatal)
             if dumped:
-                waits_in = _collective_call(dumped)
+                waits_in = collective_call(dumped)
                 if waits_in is not None:
                     signals.add("hang")  # a stack dump shows the rank waiting in a collective
                 if isinstance(key, int):
@@ -532,7 +488,8 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             f.frames = fr
         else:
             global_frames.extend(fr)
-    parked = {f.parked for k, f in facts.items() if isinstance(k, int) and f.parked is not None}
+    parked_at = {k: f.parked for k, f in facts.items() if isinstance(k, int) and f.parked is not None}
+    parked = set(parked_at.values())
     if len(parked - {""}) > 1:
         signals.add("stacks-diff-collective")  # ranks wait in different calls: different code paths
     if "" in parked and len(parked) > 1:
@@ -601,7 +558,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         if absent and len(absent) < world:
             signals.add("absent-rank")
     all_frames = [*global_frames, *(x for k in int_keys for x in facts[k].frames)]
-    if size_mismatch and any(x.function in _PARAM_GATHER_CALLS and _SHARDED.search(x.file) for x in all_frames):
+    if size_mismatch and gathers_sharded_params(all_frames):
         # the odd size arrived inside a sharded-parameter gather (FSDP unshard, ZeRO-3 fetch):
         # the ranks gather different parameters - divergent models or forwards, not user collectives
         signals.add("mismatch-param-gather")
@@ -655,8 +612,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             suspects = odd_ranks[:8]
             odd_states = sorted({state_of[k] for k in odd_ranks})
             reasons.append(f"its collective is {'/'.join(odd_states)} the others' (SeqNum/op/size)")
-    parked_at = {k: f.parked for k, f in facts.items() if isinstance(k, int) and f.parked is not None}
-    if not suspects and len(set(parked_at.values())) > 1:
+    if not suspects and len(parked) > 1:
         # stack dumps: the rank(s) not where the majority waits (another call, or busy outside any)
         common, n_common = Counter(parked_at.values()).most_common(1)[0]
         odd_out = sorted(k for k, c in parked_at.items() if c != common)

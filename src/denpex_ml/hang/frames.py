@@ -8,17 +8,28 @@ rank 0 only, ``Dataset.map`` while the others sit in a barrier. Three formats ar
 * ``py-spy dump --pid``: ``    _save_checkpoint (transformers/trainer.py:2200)`` under a
   ``Thread 0x7f... (active): "MainThread"`` header.
 
-Frames are returned outermost first, as Python prints them (py-spy prints innermost first;
-its frames are reversed).
+Frames are returned outermost first, as Python prints them (py-spy and faulthandler print
+innermost first; their frames are reversed). The questions the hang analysis asks of them live
+here too: which stacks were taken of a live, waiting process (:func:`live_stacks`), the
+collective call a rank waits in (:func:`collective_call`), a sharded-parameter gather
+(:func:`gathers_sharded_params`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Frame", "parse_frames"]
+__all__ = [
+    "PARAM_GATHER_CALLS",
+    "WAITING_CALLS",
+    "Frame",
+    "collective_call",
+    "gathers_sharded_params",
+    "live_stacks",
+    "parse_frames",
+]
 
 _TRACEBACK = re.compile(r'File "([^"]+)", line (\d+),? in ([\w<>.]+)')
 _PYSPY = re.compile(r"^\s*([\w<>.]+) \(([^()\s]+\.py):(\d+)\)\s*$")
@@ -78,3 +89,54 @@ def parse_frames(lines: Iterable[str]) -> list[Frame]:
             spy.append(Frame(m2.group(1), m2.group(2), int(m2.group(3)), "py-spy"))
     out.extend(reversed(spy))
     return out
+
+
+#: the collective calls a stack dump shows a rank parked in (torch.distributed, DeepSpeed's comm, Horovod)
+WAITING_CALLS = frozenset(
+    (
+        "barrier",
+        "monitored_barrier",
+        "all_reduce",
+        "all_gather",
+        "all_gather_object",
+        "all_gather_into_tensor",
+        "_all_gather_base",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "broadcast",
+        "broadcast_object_list",
+        "all_to_all",
+        "all_to_all_single",
+        "gather_object",
+        "send",
+        "recv",
+        "wait",
+    )
+)
+
+
+def live_stacks(frames: Sequence[Frame], *, interrupted: bool, fatal: bool) -> list[Frame]:
+    """The frames of stack dumps taken while the rank was alive and waiting: py-spy; faulthandler,
+    unless a fatal signal made it print; the traceback of a run its user interrupted."""
+    usable = {"py-spy"} | ({"traceback"} if interrupted else set()) | (set() if fatal else {"faulthandler"})
+    return [f for f in frames if f.kind in usable]
+
+
+def collective_call(frames: Sequence[Frame]) -> str | None:
+    """The innermost collective call of a distributed library among ``frames`` (outermost first)."""
+    for f in reversed(frames):
+        if f.function in WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
+            return f.function
+    return None
+
+
+#: the calls that gather sharded parameters (FSDP's unshard, DeepSpeed ZeRO-3's fetch), in their libraries
+PARAM_GATHER_CALLS = frozenset(
+    ("unshard", "foreach_all_gather", "_all_gather_flat_param", "fetch_sub_module", "all_gather_coalesced")
+)
+_SHARDED = re.compile(r"distributed/fsdp/|deepspeed/runtime/zero/")
+
+
+def gathers_sharded_params(frames: Iterable[Frame]) -> bool:
+    """Does any frame gather sharded parameters inside FSDP or DeepSpeed ZeRO-3?"""
+    return any(f.function in PARAM_GATHER_CALLS and _SHARDED.search(f.file) for f in frames)
