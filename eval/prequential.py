@@ -2,6 +2,7 @@
 
     python eval/prequential.py data/real/collected-2026-12-hangs.jsonl [--model DIR] [--tag NAME]
     python eval/prequential.py --pooled [N]      # the N most recent real batches together (default 6)
+    python eval/prequential.py --calibration     # the model's confidence recalibration, judged batch by batch
 
 writes ``eval/prequential/<batch>__<tag>.json`` (figures per group and every row) and prints
 the per-group table. Run it on a batch *once*, before the batch shapes fingerprints, recipes
@@ -16,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from denpex_ml.dataset import load_incidents
-from denpex_ml.dataset.prequential import POOLED_BATCHES, pool_latest, summarise, write_prequential
+from denpex_ml.dataset.prequential import (
+    POOLED_BATCHES,
+    confidence_map_check,
+    pool_latest,
+    summarise,
+    write_prequential,
+)
 from denpex_ml.evaluation.prequential import score_batch
 from denpex_ml.model.core import load_model
 from denpex_ml.taxonomy.groups import GROUPS
@@ -35,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         help="print the N most recent real batches pooled, each as scored by the newest model that had not "
         f"trained on it (default {POOLED_BATCHES}), and exit",
     )
+    ap.add_argument(
+        "--calibration",
+        action="store_true",
+        help="the model's confidence recalibration: its map, the batches it was fitted on, and the pooled ECE "
+        "when each of those batches is recalibrated by a map fitted on the others; then exit",
+    )
     ap.add_argument("--model", default=None, help="model directory (default: the shipped model)")
     ap.add_argument("--tag", default=None, help="name of the model in the output file (default: its id)")
     ap.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "prequential")
@@ -48,9 +61,23 @@ def main(argv: list[str] | None = None) -> int:
         print("pooled: " + ", ".join(pooled["files"]))
         _print_table(pooled["summary"])
         return 0
-    if args.batch is None:
-        ap.error("give a batch file (or --pooled)")
-    model = load_model(args.model, taxonomy_dirs=args.taxonomy)
+    model = load_model(args.model, taxonomy_dirs=args.taxonomy) if args.batch or args.calibration else None
+    if args.calibration:
+        assert model is not None
+        fitted = model.manifest.get("confidence_calibration") or {}
+        if not fitted:
+            ap.error(f"{model.model_id} was trained without a confidence recalibration")
+        check = confidence_map_check(args.out_dir, among=fitted["batches"])
+        print(f"{model.model_id}: map a={fitted['a']:.3f} b={fitted['b']:.3f} on {fitted['rows']} answers of")
+        print("  " + ", ".join(fitted["batches"]))
+        if check is not None:
+            print(
+                f"each batch recalibrated by a map fitted on the others: ECE {check['ece_before']:.3f} -> "
+                f"{check['ece_after']:.3f} ({check['rows']} answers)"
+            )
+        return 0
+    if args.batch is None or model is None:
+        ap.error("give a batch file (or --pooled, --calibration)")
     incidents = load_incidents(args.batch, labels=[*model.taxonomy.ids, "no-failure"])
     rows = score_batch(model, incidents)
     tag = args.tag or model.model_id.replace("@", "-")

@@ -10,6 +10,7 @@ import pytest
 
 from denpex_ml.dataset.prequential import (
     PrequentialRow,
+    confidence_map_check,
     fit_confidence_map,
     load_prequential,
     pool_latest,
@@ -109,3 +110,15 @@ def test_confidence_map_fitted_on_unseen_batches_pulls_an_overconfident_model_do
     # a batch kept out of training (to measure the model on) is not fitted on either
     assert fit_confidence_map(tmp_path, among={"collected-b0.jsonl", "collected-b1.jsonl"}) is None
     assert fit_confidence_map(tmp_path, among={f"collected-b{b}.jsonl" for b in range(3)}) == fitted
+
+
+def test_the_recalibration_is_judged_on_batches_it_was_not_fitted_on(tmp_path: Path) -> None:
+    for b in range(4):  # each batch overconfident alike: 0.95 stated, 70% right
+        rows = [_row(10 * b + i, "cuda-oom", "cuda-oom" if i < 14 else "host-oom", 0.95) for i in range(20)]
+        _write(tmp_path, f"collected-b{b}.jsonl", f"m{b}", f"2026-12-0{b + 1}T00:00:00", rows)
+    check = confidence_map_check(tmp_path)  # each batch recalibrated by the map of the other three
+    assert check is not None and check["rows"] == 80
+    assert check["ece_before"] == pytest.approx(0.25) and check["ece_after"] < 0.02
+    # with two batches the other one holds too few answers to fit on: nothing changes
+    two = confidence_map_check(tmp_path, among={"collected-b0.jsonl", "collected-b1.jsonl"})
+    assert two is not None and two["ece_after"] == two["ece_before"]

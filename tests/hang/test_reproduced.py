@@ -23,8 +23,8 @@ JOBS = sorted(p.name for p in (REPO / "data" / "reproduced" / "jobs").iterdir() 
 #: reproductions the shipped model still gets wrong (label or first rank), kept in view: strict
 #: xfail, so a model that gets one right turns the test red until the entry is removed here
 KNOWN_MISSES = {
-    "repro-fsdp-divergent-forward": "the class is right; gloo reports the odd size on a neighbour (rank 2), not rank 1",
-    "repro-fsdp-divergent-init": "a size mismatch in FSDP's unshard reads as a divergent forward, not divergent init",
+    "repro-fsdp-divergent-forward": "a size mismatch in FSDP's unshard still reads as a plain collective mismatch",
+    "repro-fsdp-divergent-init": "a size mismatch in FSDP's unshard still reads as a plain collective mismatch",
     "repro-mismatch-op": "all_gather against all_reduce times out on every rank alike: read as a subset hang",
     "repro-p2p-recv-smaller": "the receiver's size mismatch reads as a collective mismatch, not a p2p one",
     "repro-p2p-microbatch-count": "the class is right; the unmatched send is blamed on the receiving stage",

@@ -27,6 +27,7 @@ __all__ = [
     "CALIBRATION_BATCHES",
     "POOLED_BATCHES",
     "PrequentialRow",
+    "confidence_map_check",
     "fit_confidence_map",
     "load_prequential",
     "pool_latest",
@@ -205,40 +206,92 @@ def fit_confidence_map(
     rows of the ``last`` most recent real batches, each as scored by a model that had not seen it
     (:func:`pool_latest`). Out-of-fold scores of the logs the fingerprints were written from are
     too sure of themselves; these are not. ``None`` with fewer than ``MIN_CALIBRATION_ROWS`` answered
-    rows or a fit that would not be increasing. ``among`` restricts it to batches of those names
+    rows or a fit that would not be increasing (:func:`confidence_map_check` judges it on batches
+    it was not fitted on). ``among`` restricts it to batches of those names
     (the trainer passes the batches it trains on: a batch kept out of training, to measure the
     model on, must not shape its confidence either). Returns the map and its provenance."""
-    from sklearn.linear_model import LogisticRegression
+    batches = _answered_by_batch(directory, last=last, among=among)
+    if not batches:
+        return None
+    c = np.concatenate([bc for _, bc, _ in batches])
+    y = np.concatenate([by for _, _, by in batches])
+    fitted = _fit_map(c, y)
+    if fitted is None:
+        return None
+    a, b = fitted
+    info = {
+        "batches": [name for name, _, _ in batches],
+        "rows": len(c),
+        "accuracy": round(float(y.mean()), 4),
+        "mean_confidence_before": round(float(c.mean()), 4),
+        "ece_before": round(float(expected_calibration_error(c, y)), 4),
+        "ece_after_in_sample": round(float(expected_calibration_error(_apply_map(c, a, b), y)), 4),
+    }
+    return (a, b), info
 
+
+def confidence_map_check(
+    directory: str | Path, *, last: int = CALIBRATION_BATCHES, among: Collection[str] | None = None
+) -> dict[str, Any] | None:
+    """The recalibration judged on data it was not fitted on: for each of the batches
+    :func:`fit_confidence_map` would use, the map fitted on the others and applied to it; the
+    answers of all batches pooled, ECE before and after (``None`` with fewer than two batches)."""
+    batches = _answered_by_batch(directory, last=last, among=among)
+    if len(batches) < 2:
+        return None
+    before, after, right = [], [], []
+    for i, (_, bc, by) in enumerate(batches):
+        rest_c = np.concatenate([x for j, (_, x, _) in enumerate(batches) if j != i])
+        rest_y = np.concatenate([x for j, (_, _, x) in enumerate(batches) if j != i])
+        fitted = _fit_map(rest_c, rest_y)
+        before.append(bc)
+        after.append(bc if fitted is None else _apply_map(bc, *fitted))
+        right.append(by)
+    c, c2, y = np.concatenate(before), np.concatenate(after), np.concatenate(right)
+    return {
+        "batches": [name for name, _, _ in batches],
+        "rows": len(c),
+        "ece_before": round(float(expected_calibration_error(c, y)), 4),
+        "ece_after": round(float(expected_calibration_error(c2, y)), 4),
+    }
+
+
+def _answered_by_batch(
+    directory: str | Path, *, last: int, among: Collection[str] | None
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Per pooled batch: its name, the stated confidence of its answers (abstentions and errors
+    left out) and whether each was right."""
     pooled = pool_latest(directory, last=last, among=among)
     if pooled is None:
-        return None
-    rows = [
-        r
-        for f in pooled["files"]
-        for r in json.loads((Path(directory) / f).read_text(encoding="utf-8"))["rows"]
-        if r.get("predicted") not in (UNKNOWN_ID, "error") and r.get("confidence") is not None
-    ]
-    if len(rows) < MIN_CALIBRATION_ROWS:
-        return None
-    c = np.clip(np.array([float(r["confidence"]) for r in rows]), 1e-6, 1 - 1e-6)
-    y = np.array([r["predicted"] == r["label"] for r in rows], dtype=int)
-    if y.min() == y.max():
+        return []
+    out = []
+    for name, f in zip(pooled["batches"], pooled["files"], strict=True):
+        rows = [
+            r
+            for r in json.loads((Path(directory) / f).read_text(encoding="utf-8"))["rows"]
+            if r.get("predicted") not in (UNKNOWN_ID, "error") and r.get("confidence") is not None
+        ]
+        c = np.clip(np.array([float(r["confidence"]) for r in rows], dtype=float), 1e-6, 1 - 1e-6)
+        out.append((name, c, np.array([r["predicted"] == r["label"] for r in rows], dtype=int)))
+    return out
+
+
+def _fit_map(c: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """Logistic regression of right-or-wrong on the confidence's logit; ``None`` with too few
+    answers, one outcome only, or a map that would not be increasing."""
+    from sklearn.linear_model import LogisticRegression
+
+    if len(c) < MIN_CALIBRATION_ROWS or y.min() == y.max():
         return None
     fit = LogisticRegression(C=1e4).fit(np.log(c / (1 - c))[:, None], y)
     a, b = float(fit.coef_[0][0]), float(fit.intercept_[0])
     if not 0 < a <= 10 or not -10 <= b <= 10:
         return None
-    c2 = 1 / (1 + np.exp(-(a * np.log(c / (1 - c)) + b)))
-    info = {
-        "batches": pooled["batches"],
-        "rows": len(rows),
-        "accuracy": round(float(y.mean()), 4),
-        "mean_confidence_before": round(float(c.mean()), 4),
-        "ece_before": round(float(expected_calibration_error(c, y)), 4),
-        "ece_after_in_sample": round(float(expected_calibration_error(c2, y)), 4),
-    }
-    return (a, b), info
+    return a, b
+
+
+def _apply_map(c: np.ndarray, a: float, b: float) -> np.ndarray:
+    return np.asarray(1 / (1 + np.exp(-(a * np.log(c / (1 - c)) + b))))
 
 
 def _row_from_dict(r: dict[str, Any], fields: set[str]) -> PrequentialRow:
