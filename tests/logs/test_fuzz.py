@@ -50,6 +50,7 @@ def _masker_with_hosts() -> Masker:
 @example("-----BEGIN RSA PRIVATE KEY-----\n-----BEGIN RSA PRIVATE KEY-----docker login ")  # read as key body
 @example("/home/::a")  # "/home/ip-1" then became "/home/user"
 @example("10.1.2.3.com")  # "ip-1.com" then became a host name
+@example("-----END RSA PRIVATE KEY-----10.1.2.3.com")  # "KEY-----ip-1.com" then became a host name
 @example("-----BEGIN RSA PRIVATE KEY-----\n/home/MASTER_ADDR=")  # "/home/user=" read as key
 @example("::a10.1.2.3")  # "ip-1.1.2.3" then gave up "1.1.2.3" as an address
 @example("host=G::a")  # "node-4::a" was then read as the IPv6 address "4::a"

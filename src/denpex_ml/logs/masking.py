@@ -66,6 +66,7 @@ __all__ = ["DEFAULT_RULES", "MaskRule", "Masker", "mask_files", "mask_secrets"]
 _HOST_VALUE = re.compile(rb"[A-Za-z0-9][A-Za-z0-9_.\[\],-]*")
 _PIECE = re.compile(rb"[A-Za-z0-9]+")
 _PSEUDONYM = re.compile(r"(?:node|ip)-\d+")
+_DASH_RUN = re.compile(rb"-{2,}")
 _ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 
@@ -451,8 +452,10 @@ class Masker:
             return end
         if data[end : end + 1] == b"-" or end - start > 253:
             return end
-        if _PSEUDONYM_B.fullmatch(m.group().split(b".", 1)[0]):
-            return end  # "ip-1.com": an address masked already (10.1.2.3.com)
+        if _PSEUDONYM_B.fullmatch(_DASH_RUN.split(m.group().split(b".", 1)[0])[-1]):
+            # "ip-1.com": an address masked already (10.1.2.3.com), also behind a run of dashes
+            # that glued it to a word ("KEY-----10.1.2.3.com")
+            return end
         return start, end, self.host_pseudonym(m.group().decode()).encode()
 
     def _sub_known(self, data: bytes) -> bytes:
