@@ -397,3 +397,33 @@ def test_lsf_job_termination_reasons(line: str, entry: str) -> None:
 )
 def test_wordings_of_known_failures_from_inference_engines_launchers_and_other_stacks(line: str, entry: str) -> None:
     assert entry in _entries(FingerprintMatcher(load_taxonomy()), line)
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "RuntimeError: [TM][ERROR] CUDA runtime error: API call is not supported in the installed CUDA driver"
+            " /lmdeploy/src/turbomind/utils/allocator.h:163",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "node-a:33207:33207 [0] allocator.cc:79 NCCL WARN Cuda failure 711 'peer mapping resources exhausted'",
+            "nccl-shm-p2p-failure",
+        ),
+        ("PID     MEM(GB) COMMAND", "host-oom"),
+        ("The worker may have exceeded K8s pod memory limits. The process receives a SIGTERM.", "host-oom"),
+        (
+            "There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high"
+            " memory usage. (2) ray stop --force is called.",
+            "host-oom",
+        ),
+        (
+            "libfabric:451707:1708520807::efa:cq:efa_rdm_txe_handle_error():737<warn> err: 5, message: Invalid address",
+            "nccl-network-error",
+        ),
+    ],
+)
+def test_driver_peer_mapping_ray_memory_and_efa_wordings(line: str, entry: str) -> None:
+    # a RuntimeError line also carries the generic uncaught-exception evidence; nothing else may match
+    assert _entries(FingerprintMatcher(load_taxonomy()), line) - {"uncaught-exception-crash"} == {entry}

@@ -355,3 +355,45 @@ def test_a_size_mismatch_inside_fsdps_parameter_gather_is_a_sharded_divergence()
         "signal:mismatch-param-gather"
         not in _report("[rank1]: Traceback (most recent call last):\n" + user + error).signals
     )
+
+
+def _timed_out(rank: int, call: str, caller: str) -> str:
+    """A rank's traceback raised from inside a collective that timed out (gloo), outermost first."""
+    return (
+        f"[rank{rank}]: Traceback (most recent call last):\n"
+        f'[rank{rank}]:   File "/job/train.py", line 40, in {caller}\n'
+        f'[rank{rank}]:   File "/env/site-packages/torch/distributed/c10d_logger.py", line 83, in wrapper\n'
+        f'[rank{rank}]:   File "{C10D}", line 3252, in {call}\n'
+        f"[rank{rank}]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out"
+        " waiting 10000ms for recv operation to complete\n"
+    )
+
+
+def test_timed_out_tracebacks_in_different_calls_of_one_function_are_a_mismatch() -> None:
+    others = "".join(_timed_out(r, "all_reduce", "evaluate") for r in (0, 1, 3))
+    same_place = _report(others + _timed_out(2, "all_gather", "evaluate"))
+    assert {"signal:stacks-diff-collective", "signal:same-seq-diff-op"} <= set(same_place.signals)
+    assert same_place.suspects == (2,)
+    # another function of the program: the odd rank took another path (e.g. left the loop)
+    elsewhere = _report(others + _timed_out(2, "barrier", "save_checkpoint"))
+    assert "signal:stacks-diff-collective" in elsewhere.signals
+    assert "signal:same-seq-diff-op" not in elsewhere.signals
+    assert elsewhere.suspects == (2,)
+    # all in the same call: no disagreement to report
+    alike = _report(others + _timed_out(2, "all_reduce", "evaluate"))
+    assert "signal:stacks-diff-collective" not in alike.signals
+
+
+def test_a_size_mismatch_inside_a_send_or_recv_is_a_pipeline_shape_mismatch() -> None:
+    error = (
+        "[rank1]: RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456]"
+        " op.preamble.length <= op.nbytes. 8192 vs 6144. Received data size doesn't match expected size.\n"
+    )
+    recv = f'[rank1]:   File "/job/stage.py", line 21, in forward_step\n[rank1]:   File "{C10D}", line 2799, in recv\n'
+    report = _report("[rank1]: Traceback (most recent call last):\n" + recv + error)
+    assert "signal:mismatch-p2p" in report.signals
+    all_reduce = recv.replace("in recv", "in all_reduce")
+    assert (
+        "signal:mismatch-p2p"
+        not in _report("[rank1]: Traceback (most recent call last):\n" + all_reduce + error).signals
+    )

@@ -23,10 +23,10 @@ JOBS = sorted(p.name for p in (REPO / "data" / "reproduced" / "jobs").iterdir() 
 #: reproductions the shipped model still gets wrong (label or first rank), kept in view: strict
 #: xfail, so a model that gets one right turns the test red until the entry is removed here
 KNOWN_MISSES = {
-    "repro-fsdp-divergent-forward": "a size mismatch in FSDP's unshard still reads as a plain collective mismatch",
-    "repro-fsdp-divergent-init": "a size mismatch in FSDP's unshard still reads as a plain collective mismatch",
-    "repro-mismatch-op": "all_gather against all_reduce times out on every rank alike: read as a subset hang",
-    "repro-p2p-recv-smaller": "the receiver's size mismatch reads as a collective mismatch, not a p2p one",
+    "repro-fsdp-divergent-forward": "the class is right; gloo's size check fires on the receiving rank (2), "
+    "the rank whose forward diverged (1) only times out",
+    "repro-fsdp-divergent-init": "the class is right; gloo's size check fires on the receiving rank (2), "
+    "the rank built with other parameters (1) only times out",
     "repro-p2p-microbatch-count": "the class is right; the unmatched send is blamed on the receiving stage",
     "repro-subset-hang-uneven-batches": "the class is right; rank 3 left the loop without a word, the waiting ranks are named",
 }

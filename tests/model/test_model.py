@@ -180,3 +180,28 @@ def test_a_confidence_map_restates_the_answer_and_its_alternatives(tiny_model_di
     (shrunk_dir / "manifest.json").write_text(json.dumps(mf))
     with pytest.raises(ModelError, match="confidence_map"):
         load_model(shrunk_dir)
+
+
+_GLOO_SIZE = (
+    "[rank1]: RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456]"
+    " op.preamble.length <= op.nbytes. 8192 vs 6144. Received data size doesn't match expected size.\n"
+)
+
+
+def test_a_decisive_hang_signal_restricts_the_answer_to_the_entries_declaring_it(tiny_model: DenpexModel) -> None:
+    c10d = "/env/site-packages/torch/distributed/distributed_c10d.py"
+    recv = (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/job/stage.py", line 21, in forward_step\n'
+        f'[rank1]:   File "{c10d}", line 2799, in recv\n'
+    )
+    assert tiny_model.classify(text=recv + _GLOO_SIZE).label == "pipeline-p2p-shape-mismatch"
+    unshard = (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/env/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", line 407,'
+        " in unshard\n"
+        '[rank1]:   File "/env/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py", line 364,'
+        " in foreach_all_gather\n"
+    )
+    sharded = tiny_model.classify(text=unshard + _GLOO_SIZE)
+    assert sharded.label in {"fsdp-divergent-init-hang", "zero3-divergent-forward-hang"}

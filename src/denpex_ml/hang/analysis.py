@@ -32,7 +32,15 @@ import numpy as np
 
 from denpex_ml.errors import TaxonomyError
 from denpex_ml.features.structure import CollectiveState, StructureFeatures
-from denpex_ml.hang.frames import Frame, collective_call, gathers_sharded_params, live_stacks, parse_frames
+from denpex_ml.hang.frames import (
+    Frame,
+    collective_call,
+    collective_caller,
+    exchanges_p2p,
+    gathers_sharded_params,
+    live_stacks,
+    parse_frames,
+)
 from denpex_ml.hang.phase import PHASES, Phase, phase_of
 from denpex_ml.logs.bundle import LogBundle, StreamKey
 
@@ -77,6 +85,7 @@ SIGNALS: tuple[str, ...] = (
     "rank-divergence",  # a framework's own cross-rank check found the ranks differ (model, list lengths, shapes)
     "stacks-diff-collective",  # stack dumps show ranks parked in different collective calls (different code paths)
     "stack-busy-rank",  # a rank's stack dump is outside any collective while others wait in one (it is busy)
+    "mismatch-p2p",  # a transport size mismatch inside a send/recv: the stages disagree on a tensor's shape
 )
 
 #: The hang features of a job, in vector order: ``phase:<p>`` for every phase, then the signals.
@@ -310,6 +319,7 @@ def _ranges(ranks: Sequence[int]) -> str:
 class _RankFacts:
     frames: list[Frame] = field(default_factory=list)
     parked: str | None = None  # from a stack dump: the collective call it waits in, "" outside any
+    parked_by: str | None = None  # the program's function that made that call
     pg: str | None = None
     enqueued: tuple[int, int] | None = None
     dump_role: str | None = None
@@ -478,6 +488,12 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                     signals.add("hang")  # a stack dump shows the rank waiting in a collective
                 if isinstance(key, int):
                     f.parked = waits_in or ""
+                    f.parked_by = collective_caller(dumped)
+            elif f.timed_out and isinstance(key, int):
+                # a rank whose collective timed out raised from inside it: the traceback names the call
+                raised = [x for x in fr if x.kind == "traceback"]
+                f.parked = collective_call(raised)
+                f.parked_by = collective_caller(raised)
             if any(x.kind == "py-spy" for x in fr):
                 signals.add("py-spy")
             for x in fr:
@@ -491,7 +507,11 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
     parked_at = {k: f.parked for k, f in facts.items() if isinstance(k, int) and f.parked is not None}
     parked = set(parked_at.values())
     if len(parked - {""}) > 1:
-        signals.add("stacks-diff-collective")  # ranks wait in different calls: different code paths
+        signals.add("stacks-diff-collective")  # ranks wait in different calls
+        callers = {f.parked_by for f in facts.values() if f.parked}
+        if len(callers) == 1 and None not in callers:
+            # ... made from the same function of the program: the ranks disagree at the same point
+            signals.update(("same-seq-diff-op", "hang"))
     if "" in parked and len(parked) > 1:
         signals.add("stack-busy-rank")  # one rank is elsewhere while the others wait: it is busy
     if _stall_ranks_differ(bundle):
@@ -562,6 +582,8 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         # the odd size arrived inside a sharded-parameter gather (FSDP unshard, ZeRO-3 fetch):
         # the ranks gather different parameters - divergent models or forwards, not user collectives
         signals.add("mismatch-param-gather")
+    elif size_mismatch and exchanges_p2p(all_frames):
+        signals.add("mismatch-p2p")  # the receiver posted a buffer of another size than was sent
     if any(x.function == "barrier" or x.function == "monitored_barrier" for x in all_frames):
         signals.add("barrier")
     # suspects: the ranks the others wait for, by the strongest rule that names any

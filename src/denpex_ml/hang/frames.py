@@ -130,6 +130,20 @@ def collective_call(frames: Sequence[Frame]) -> str | None:
     return None
 
 
+def _library(f: Frame) -> bool:
+    return "site-packages/" in f.file or "dist-packages/" in f.file or f.file.startswith("<frozen")
+
+
+def collective_caller(frames: Sequence[Frame]) -> str | None:
+    """The function of the program (outside installed libraries) that made the innermost
+    collective call among ``frames`` (outermost first); ``None`` without one."""
+    for i in range(len(frames) - 1, -1, -1):
+        f = frames[i]
+        if f.function in WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
+            return next((g.function for g in reversed(frames[:i]) if not _library(g)), None)
+    return None
+
+
 #: the calls that gather sharded parameters (FSDP's unshard, DeepSpeed ZeRO-3's fetch), in their libraries
 PARAM_GATHER_CALLS = frozenset(
     ("unshard", "foreach_all_gather", "_all_gather_flat_param", "fetch_sub_module", "all_gather_coalesced")
@@ -140,3 +154,28 @@ _SHARDED = re.compile(r"distributed/fsdp/|deepspeed/runtime/zero/")
 def gathers_sharded_params(frames: Iterable[Frame]) -> bool:
     """Does any frame gather sharded parameters inside FSDP or DeepSpeed ZeRO-3?"""
     return any(f.function in PARAM_GATHER_CALLS and _SHARDED.search(f.file) for f in frames)
+
+
+#: point-to-point calls of torch.distributed and of pipeline engines (Megatron, DeepSpeed)
+P2P_CALLS = frozenset(
+    (
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+        "batch_isend_irecv",
+        "send_object_list",
+        "recv_object_list",
+        "_communicate",
+        "send_forward",
+        "recv_forward",
+        "send_backward",
+        "recv_backward",
+    )
+)
+_P2P_FILES = re.compile(r"distributed|pipeline|p2p")
+
+
+def exchanges_p2p(frames: Iterable[Frame]) -> bool:
+    """Does any frame send or receive point to point (a pipeline stage's activations)?"""
+    return any(f.function in P2P_CALLS and _P2P_FILES.search(f.file) for f in frames)

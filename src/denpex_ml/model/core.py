@@ -201,6 +201,8 @@ class DenpexModel:
     ) -> tuple[str, float, str]:
         """``(label, confidence, best taxonomy guess)`` from the calibrated probabilities.
 
+        * a Flight Recorder finding or a decisive hang signal -> the likeliest entry consistent
+          with it (:meth:`_restricted_choice`);
         * ``outside``, a root-cause fingerprint of the ``unknown`` entry (a failure known to lie
           outside the taxonomy, e.g. a cloud refusing capacity) stronger than any entry's
           (:func:`~denpex_ml.features.fingerprints.outside_taxonomy`) -> ``unknown``;
@@ -213,9 +215,9 @@ class DenpexModel:
         order = np.argsort(-proba)
         best = self.labels[int(order[0])]
         p_best = float(proba[order[0]])
-        fr_choice = self._flight_recorder_choice(a, proba)
-        if fr_choice is not None:  # the dumps' finding restricts the answer to the entries declaring it
-            return fr_choice
+        restricted = self._restricted_choice(a, proba)
+        if restricted is not None:  # a dump's finding or a decisive signal restricts the answer
+            return restricted
         if outside is not None:  # a failure the taxonomy knows to lie outside it, and nothing stronger
             return UNKNOWN_ID, max(outside.weight, 1.0 - p_best), best
         no_fail = self.labels.index(NO_FAILURE_ID) if NO_FAILURE_ID in self.labels else None
@@ -243,28 +245,42 @@ class DenpexModel:
         "signal:flight-recorder-missing-rank": "subset-rank-collective-hang",
     }
 
-    def _flight_recorder_choice(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str] | None:
+    #: Signals that name the mechanism so precisely that only the entries declaring them (in
+    #: ``hang_signals``) remain possible: a size mismatch inside FSDP's unshard or a ZeRO-3
+    #: parameter fetch is a divergence of the sharded parameters, and one inside a send/recv a
+    #: disagreement of pipeline stages on a tensor's shape, not a generic collective mismatch.
+    DECISIVE_SIGNALS: ClassVar[tuple[str, ...]] = ("signal:mismatch-param-gather", "signal:mismatch-p2p")
+
+    def _restricted_choice(self, a: JobAnalysis, proba: np.ndarray) -> tuple[str, float, str] | None:
         """When Flight Recorder dumps show a mismatch or a missing rank, the hang is one of the
-        entries that declare that signal (``hang_signals``: each entry consistent with it): the
+        entries that declare that signal (``hang_signals``: each entry consistent with it); a
+        :attr:`DECISIVE_SIGNALS` signal narrows that to the entries declaring it. The answer is the
         likeliest of them, with its probability renormalised over them; when the dumps are all the
         job shows (no fingerprint, no error line), the finding's own reading
-        (:attr:`FLIGHT_RECORDER_READING`). ``None`` without such a finding."""
+        (:attr:`FLIGHT_RECORDER_READING`). ``None`` without such a finding or signal."""
         A = self.head.hang_affinity
         if A is None:
             return None
-        names = [
+        A = np.asarray(A)
+        fr_names = [
             n for n in ("signal:flight-recorder-mismatch", "signal:flight-recorder-missing-rank") if n in a.hang.signals
         ]
-        if not names:
+        decisive = [n for n in self.DECISIVE_SIGNALS if n in a.hang.signals]
+        if not fr_names and not decisive:
             return None
-        cols = [HANG_FEATURE_NAMES.index(n) for n in names]
-        allowed = np.asarray(A)[:, cols].sum(axis=1) > 0
+        allowed = np.ones(len(self.labels), dtype=bool)
+        if fr_names:
+            allowed &= A[:, [HANG_FEATURE_NAMES.index(n) for n in fr_names]].sum(axis=1) > 0
+        for n in decisive:
+            narrower = allowed & (A[:, HANG_FEATURE_NAMES.index(n)] > 0)
+            if narrower.any():
+                allowed = narrower
         if not allowed.any():
             return None
         masked = np.where(allowed, proba, -1.0)
         i = int(masked.argmax())
-        if not a.hits and not any(s.priority >= 2.0 for s in a.selected):
-            reading = self.FLIGHT_RECORDER_READING.get(names[0])
+        if fr_names and not decisive and not a.hits and not any(s.priority >= 2.0 for s in a.selected):
+            reading = self.FLIGHT_RECORDER_READING.get(fr_names[0])
             if reading in self.labels and allowed[self.labels.index(reading)]:
                 i = self.labels.index(reading)
         return self.labels[i], float(proba[i] / max(float(proba[allowed].sum()), 1e-12)), self.labels[i]
