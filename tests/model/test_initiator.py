@@ -157,3 +157,20 @@ def test_a_real_exception_beats_the_ranks_that_only_timed_out() -> None:
     text = "".join(wd(r, 58) for r in (0, 1, 2)) + "[rank3]: RuntimeError: shape mismatch in layer 7\n"
     v = verdict(text, "uncaught-exception-crash")
     assert v.rank == 3
+
+
+def test_an_unprefixed_kernel_assert_belongs_to_the_one_rank_with_a_traceback() -> None:
+    assert_line = (
+        "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [0,0,0]"
+        " Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.\n"
+    )
+    traceback = (
+        "[rank5]: Traceback (most recent call last):\n"
+        '[rank5]:   File "/job/train.py", line 7, in <module>\n'
+        "[rank5]:     main()\n"
+    )
+    v = verdict("[rank1]: step 80 loss 1.2\n" + assert_line + traceback, "cuda-device-side-assert")
+    assert v.rank == 5 and "only rank with a traceback" in v.reason
+    # two ranks with tracebacks: the assert could be either's
+    other = traceback.replace("rank5", "rank2")
+    assert verdict(assert_line + traceback + other, "cuda-device-side-assert").rank is None

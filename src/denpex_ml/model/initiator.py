@@ -32,6 +32,8 @@ from denpex_ml.taxonomy.groups import HANG_IDS
 
 __all__ = ["InitiatorVerdict", "find_initiator", "initiating_rank"]
 
+_TRACEBACK = "Traceback (most recent call last)"
+
 
 @dataclass(frozen=True)
 class InitiatorVerdict:
@@ -59,12 +61,14 @@ def find_initiator(
     why: dict[int, list[str]] = defaultdict(list)
     first_ts: dict[int, float] = {}
     first_pos: dict[int, tuple[str, int]] = {}
+    unranked_cause = False  # root-cause evidence of the diagnosed failure on a line no rank owns
     for h in hits:
         r = h.line.rank
         named = ""
         if r is None:
             clue = rank_named_in(h.line, bundle)
             if clue is None:
+                unranked_cause |= h.role is FingerprintRole.ROOT_CAUSE and h.entry_id == label
                 continue
             r, named = clue.rank, f"; {clue.reason}"
         if h.role is FingerprintRole.ROOT_CAUSE:
@@ -86,6 +90,17 @@ def find_initiator(
         if r not in first_pos or pos < first_pos[r]:
             first_pos[r] = pos
     timeouts = {k for k in structure.watchdog_ranks if isinstance(k, int)}
+    if unranked_cause and not score:
+        # an unprefixed error (a CUDA kernel's assert, a C++ library's message) beside the Python
+        # traceback of exactly one rank: that rank raised it
+        traced = [
+            k
+            for k, st in bundle.streams.items()
+            if isinstance(k, int) and k not in timeouts and any(_TRACEBACK in ln.text for ln in st.lines)
+        ]
+        if len(traced) == 1:
+            score[traced[0]] = 1.0
+            why[traced[0]].append("the only rank with a traceback, beside unprefixed root-cause evidence")
     for key in structure.exception_ranks:
         if isinstance(key, int) and key not in timeouts:
             score[key] += 1.5
