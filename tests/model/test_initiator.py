@@ -162,7 +162,7 @@ def test_a_real_exception_beats_the_ranks_that_only_timed_out() -> None:
 def test_an_unprefixed_kernel_assert_belongs_to_the_one_rank_with_a_traceback() -> None:
     assert_line = (
         "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [0,0,0]"
-        " Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.\n"
+        ' Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.\n'
     )
     traceback = (
         "[rank5]: Traceback (most recent call last):\n"
