@@ -174,3 +174,16 @@ def test_an_unprefixed_kernel_assert_belongs_to_the_one_rank_with_a_traceback() 
     # two ranks with tracebacks: the assert could be either's
     other = traceback.replace("rank5", "rank2")
     assert verdict(assert_line + traceback + other, "cuda-device-side-assert").rank is None
+
+
+def test_srun_names_the_task_that_failed() -> None:
+    text = (
+        "slurmstepd-node-a: error: Detected 1 oom-kill event(s) in StepId=9411285.0.\n"
+        "srun: error: node-a: task 3: Out Of Memory\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=9411285.0\n"
+    )
+    v = verdict(text, "host-oom")
+    assert v.rank == 3 and "srun" in v.reason
+    # a task that exited cleanly names no one, nor does a range of tasks
+    assert verdict("srun: error: node-a: task 2: Exited with exit code 0\n", "no-failure").rank is None
+    assert verdict("srun: error: node-a: tasks 0-3: Exited with exit code 1\n", "uncaught-exception-crash").rank is None

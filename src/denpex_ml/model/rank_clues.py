@@ -34,6 +34,8 @@ _LAUNCHER = re.compile(
     r"|--local_rank=(?P<e>\d+)'.*\] exits with return code = -?[1-9]"
 )
 _LAUNCHER_HINT = ("local_rank", "terminated with")
+# Slurm's srun reporting one task (its global SLURM_PROCID, i.e. the rank) that failed
+_SRUN_TASK = re.compile(r"^srun: error: \S+: task (?P<a>\d+): (?!Exited with exit code 0\b)[A-Z]")
 # an error message that names the rank it happened on
 _NAMED = re.compile(
     r"\b(?:for|on) rank (?P<a>\d+)\b"
@@ -73,18 +75,27 @@ def rank_named_in(line: LogLine, bundle: LogBundle) -> RankClue | None:
         m = _LAUNCHER.search(text)
         if m and _single_host(bundle):
             return RankClue(_group(m), "the launcher reports this worker failed", line)
+    if text.startswith("srun: error:"):
+        m = _SRUN_TASK.search(text)
+        if m:
+            return RankClue(_group(m), "srun reports this task failed", line)
     return None
 
 
 def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
     """The first worker the launcher reports as failed, from lines no rank prefix claimed."""
     st = bundle.streams.get(GLOBAL_STREAM)
-    if st is None or not _single_host(bundle):
+    if st is None:
         return None
+    local_is_global = _single_host(bundle)  # a local rank is the rank only on one host
     for line in st.lines:
         text = line.text
-        if any(h in text for h in _LAUNCHER_HINT):
+        if local_is_global and any(h in text for h in _LAUNCHER_HINT):
             m = _LAUNCHER.search(text)
             if m:
                 return RankClue(_group(m), "the launcher reports this worker failed first", line)
+        elif text.startswith("srun: error:"):
+            m = _SRUN_TASK.search(text)
+            if m:
+                return RankClue(_group(m), "srun reports this task failed first", line)
     return None
