@@ -397,3 +397,17 @@ def test_a_size_mismatch_inside_a_send_or_recv_is_a_pipeline_shape_mismatch() ->
         "signal:mismatch-p2p"
         not in _report("[rank1]: Traceback (most recent call last):\n" + all_reduce + error).signals
     )
+
+
+def test_the_rank_whose_loop_ended_while_the_others_wait_in_a_step_is_the_suspect() -> None:
+    waiting = "".join(_timed_out(r, "all_reduce", "train_step") for r in (0, 1, 2))
+    # a banner naming the backend's timeout is configuration, not a timeout
+    left = "[rank3]: rank 3/4: process group ready (backend gloo, timeout 10s)\n[rank3]: rank 3: epoch done\n"
+    report = _report(waiting + left)
+    assert report.suspects == (3,)
+    assert "loop ended" in report.reasons[0]
+    assert "signal:gloo-timeout" in report.signals  # from the waiting ranks only
+    # half of the ranks ending is no subset that this rule can single out
+    two_waiting = "".join(_timed_out(r, "all_reduce", "train_step") for r in (0, 1))
+    two_ended = "".join(f"[rank{r}]: Training completed\n" for r in (2, 3))
+    assert not any("loop ended" in r for r in _report(two_waiting + two_ended).reasons)

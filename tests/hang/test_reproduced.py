@@ -28,7 +28,6 @@ KNOWN_MISSES = {
     "repro-fsdp-divergent-init": "the class is right; gloo's size check fires on the receiving rank (2), "
     "the rank built with other parameters (1) only times out",
     "repro-p2p-microbatch-count": "the class is right; the unmatched send is blamed on the receiving stage",
-    "repro-subset-hang-uneven-batches": "the class is right; rank 3 left the loop without a word, the waiting ranks are named",
 }
 #: gloo reports a size mismatch on the rank that *received* the odd message (rank 1 here);
 #: the rank whose code diverged (2) prints nothing of its own, so the log cannot name it.

@@ -132,7 +132,7 @@ _STORE = re.compile(
     r"store_based_barrier|TCPStore.*[Tt]imed? ?out|DistStoreError|client socket has timed out"
 )
 _GLOO = re.compile(
-    r"gloo.*(?:[Tt]imed out|[Tt]imeout)|Gloo .*timed out|Timed out waiting \d+ ?ms for (?:recv|send)|"
+    r"gloo.*(?:[Tt]imed out|[Tt]imeout(?!\s*[=:]?\s*\d))|Gloo .*timed out|Timed out waiting \d+ ?ms for (?:recv|send)|"
     r"typically caused by a remote worker (?:hanging|crashing)"
 )
 #: a peer sent a different number of bytes than this rank expected (gloo's check)
@@ -599,6 +599,15 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         odd = [r for r, s in mismatch_ranks.items() if sigs[s] == 1] if len(sigs) > 1 else []
         suspects = sorted(odd or mismatch_ranks)[:8]
         reasons.append("named by the collective mismatch check")
+    phases: dict[int, Phase] = {
+        k: phase_of(facts[k].frames, [ln.text for ln in bundle.streams[k].lines[-12:]]) for k in int_keys
+    }
+    ended = [k for k in int_keys if phases[k] is Phase.END and not facts[k].timed_out]
+    if not suspects and ended and len(ended) < len(int_keys) / 2 and Phase.TRAINING in phases.values():
+        # the practitioners' subset rule: a rank announced the end of its loop (uneven data, an
+        # early stop decided alone) while the others still wait in a training step's collective
+        suspects = ended[:8]
+        reasons.append("its loop ended while the others still wait in a training step")
     fr_blamed = list(getattr(flight_recorder, "blamed_ranks", ()) or ())
     if not suspects and fr_blamed:
         suspects = sorted(int(r) for r in fr_blamed)[:8]
@@ -649,12 +658,10 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         reasons.append(f"rank {firsts[0]}'s own watchdog fired first")
     # per-rank states and phases
     states: list[RankHangState] = []
-    phases: dict[int, Phase] = {}
     for k in int_keys:
         f = facts[k]
         acts = [ln.text for ln in bundle.streams[k].lines[-12:]]
-        ph = phase_of(f.frames, acts)
-        phases[k] = ph
+        ph = phases[k]
         coll = colls.get(k)
         state = state_of.get(k) or (
             "crashed" if k in crashed else "waiting" if k in waiting else "silent" if k in silent else "running"

@@ -160,7 +160,8 @@ _RULES: tuple[tuple[Phase, re.Pattern[str], re.Pattern[str]], ...] = (
         ),
         re.compile(
             r"Training completed|Training finished|End of training|training done|on_train_end|"
-            r"Finished training|destroy_process_group|train_runtime",
+            r"Finished training|destroy_process_group|train_runtime|\bepoch (?:\d+ )?(?:done|finished|ended)\b|"
+            r"leaving the training loop|Early stopping",
             _F,
         ),
     ),
