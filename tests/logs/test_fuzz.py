@@ -206,3 +206,23 @@ def test_learned_hosts_are_masked_alike_by_the_literal_alternation_and_the_piece
             masking.MAX_HOSTS_LITERAL_REGEX = saved
 
     assert masked(1 << 30) == masked(0)
+
+
+@_settings
+@given(st.lists(_host_text, max_size=6))
+@example(["gpu-node-1", "7.cluster.local", "gpu-node-17.cluster", ".local x"])
+def test_known_hosts_are_masked_in_many_lines_as_in_each(lines: list[str]) -> None:
+    """:meth:`Masker.mask_known_hosts_lines` (one pass over the joined lines) is
+    :meth:`Masker.mask_known_hosts` of each line, on both ways of finding the names."""
+    import denpex_ml.logs.masking as masking
+
+    for hosts in (_MANY_HOSTS[:5], _MANY_HOSTS):
+        for limit in (0, 1 << 30):
+            saved = masking.MAX_HOSTS_LITERAL_REGEX
+            masking.MAX_HOSTS_LITERAL_REGEX = limit
+            try:
+                m = Masker()
+                m.learn_hosts(hosts)
+                assert m.mask_known_hosts_lines(lines) == [m.mask_known_hosts(line) for line in lines]
+            finally:
+                masking.MAX_HOSTS_LITERAL_REGEX = saved

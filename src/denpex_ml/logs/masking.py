@@ -303,6 +303,16 @@ class Masker:
             return text
         return _decode(self._mask_known(_encode(text)))
 
+    def mask_known_hosts_lines(self, lines: list[str]) -> list[str]:
+        """:meth:`mask_known_hosts` of each of ``lines``, by one pass over them joined by newlines
+        (a newline stands between names as a line's ends do, and no name holds one)."""
+        if not self._first or not lines:
+            return lines
+        out = _decode(self._mask_known(_encode("\n".join(lines)))).split("\n")
+        if len(out) != len(lines):  # a line that holds a newline itself
+            return [self.mask_known_hosts(line) for line in lines]
+        return out
+
     def mask_lines(self, lines: list[str]) -> list[str]:
         """Mask several lines at once (one pass of each rule); the line count is preserved."""
         if not lines:
