@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from denpex_ml.features import FingerprintMatcher, select_lines, template
+from denpex_ml.features.select import EXCEPTION_RE, is_error_line
 from denpex_ml.logs import read_logs
 from denpex_ml.taxonomy import load_taxonomy
 
@@ -83,3 +87,24 @@ def test_a_benign_message_is_no_error_line() -> None:
     assert next(s for t, s in sel.items() if "ibv_create_cq" in t).priority == 2.0
     # without the predicate both are error lines
     assert all(s.priority == 2.0 for s in select_lines(bundle, []) if "NCCL WARN" in s.line.text)
+
+
+_ERROR_WORDS = st.sampled_from(
+    [
+        "Error", "Exception", "Interrupt", "Traceback", "egmentation fault", "Killed", "SIGSEGV", "SIGab", "core dumped",
+        "NCCL WARN", "Xid", "Fatal", "fatal", "FAILED", "Aborted", "terminate called", "exited with code", "exit code",
+        "exitcode", "error: ", "ERROR", "errno", "Failed to connect", "failed to initialize", "Connection reset",
+        "An error occurred", "torch._dynamo.exc.FailOnRecompileLimitHit: ", "omegaconf.errors.Missing: ", "a.B: ",
+        " ", "\t", "\u3000", "\u00a0", "]", ">", "_", ".", ":", "é", "Ω", "٣", "x", "1", "\udcff", "ValueErroré",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_ERROR_WORDS | st.text(max_size=3), max_size=12).map("".join))
+@example("ValueErroré")  # no word boundary after "Error" for Python's Unicode \b; RE2's ASCII \b sees one
+@example("\u3000torch.cuda.OutOfMemoryError: ")
+@example("\u00a0a.B: ")  # Python's \s holds the no-break space, RE2's does not
+def test_is_error_line_is_exception_re(text: str) -> None:
+    """The RE2 screen lets through every line ``EXCEPTION_RE`` matches: the answer is Python's."""
+    assert is_error_line(text) == bool(EXCEPTION_RE.search(text))

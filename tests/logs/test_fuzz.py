@@ -180,3 +180,49 @@ def test_many_distinct_hosts_scale_linearly(capfd: object) -> None:
     assert large / small < 3 * 8, (small, large)
     err = capfd.readouterr().err  # type: ignore[attr-defined]
     assert "DFA out of memory" not in err and "pattern too large" not in err
+
+
+_MANY_HOSTS = [f"gpu-node-{i}" for i in range(90)] + [f"gpu-node-{i}.cluster.local" for i in range(0, 90, 3)] + ["gpu7"]
+_host_fragments = st.sampled_from([*FRAGMENTS, "gpu-node-1", "gpu-node-17", "gpu-node-17.cluster", ".cluster.local"])
+_host_text = st.lists(_host_fragments | st.text(max_size=3), max_size=40).map("".join)
+
+
+@_settings
+@given(_host_text)
+@example("xgpu-node-17.cluster.localgpu-node-1 gpu-node-17.cluster.local.gpu-node-1a:gpu-node-10")
+def test_learned_hosts_are_masked_alike_by_the_literal_alternation_and_the_piece_lookup(text: str) -> None:
+    """Which learned names :meth:`Masker.mask_known_hosts` replaces does not depend on the way it
+    finds them (one alternation of the names while they are few, a lookup per piece beyond)."""
+    import denpex_ml.logs.masking as masking
+
+    def masked(limit: int) -> str:
+        saved = masking.MAX_HOSTS_LITERAL_REGEX
+        masking.MAX_HOSTS_LITERAL_REGEX = limit
+        try:
+            m = Masker()
+            m.learn_hosts(_MANY_HOSTS)
+            return m.mask_known_hosts(text)
+        finally:
+            masking.MAX_HOSTS_LITERAL_REGEX = saved
+
+    assert masked(1 << 30) == masked(0)
+
+
+@_settings
+@given(st.lists(_host_text, max_size=6))
+@example(["gpu-node-1", "7.cluster.local", "gpu-node-17.cluster", ".local x"])
+def test_known_hosts_are_masked_in_many_lines_as_in_each(lines: list[str]) -> None:
+    """:meth:`Masker.mask_known_hosts_lines` (one pass over the joined lines) is
+    :meth:`Masker.mask_known_hosts` of each line, on both ways of finding the names."""
+    import denpex_ml.logs.masking as masking
+
+    for hosts in (_MANY_HOSTS[:5], _MANY_HOSTS):
+        for limit in (0, 1 << 30):
+            saved = masking.MAX_HOSTS_LITERAL_REGEX
+            masking.MAX_HOSTS_LITERAL_REGEX = limit
+            try:
+                m = Masker()
+                m.learn_hosts(hosts)
+                assert m.mask_known_hosts_lines(lines) == [m.mask_known_hosts(line) for line in lines]
+            finally:
+                masking.MAX_HOSTS_LITERAL_REGEX = saved

@@ -83,21 +83,31 @@ def test_hang_temperature_softens_only_rows_whose_best_class_is_a_hang_entry() -
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_stage1_inference_from_saved_arrays_is_scikit_learns_predict_proba(n_classes: int) -> None:
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stage1_inference_from_saved_arrays_is_scikit_learns_predict_proba(n_classes: int, dtype: type) -> None:
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
-    from denpex_ml.model.head import _logreg_arrays, _logreg_from_arrays
+    from denpex_ml.model.head import _logreg_arrays, _logreg_proba
 
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(80, 5))
+    X = rng.normal(size=(80, 5)).astype(dtype)
     y = rng.integers(0, n_classes, size=80)
     scaler = StandardScaler().fit(X)
     clf = LogisticRegression(max_iter=500).fit(scaler.transform(X), y)
-    sc2, clf2 = _logreg_from_arrays(_logreg_arrays(scaler, clf))
-    P = clf2.predict_proba(sc2.transform(X))
-    np.testing.assert_allclose(P, clf.predict_proba(scaler.transform(X)), rtol=1e-10, atol=1e-12)
+    arrays = _logreg_arrays(scaler, clf)
+    P = _logreg_proba(arrays, X)
+    # scikit-learn's own estimators rebuilt from the saved (float64) arrays
+    sc2, clf2 = StandardScaler(), LogisticRegression()
+    sc2.mean_, sc2.scale_ = arrays["mean"], arrays["scale"]
+    sc2.var_, sc2.n_features_in_ = arrays["scale"] ** 2, X.shape[1]
+    clf2.coef_, clf2.intercept_, clf2.classes_ = arrays["coef"], arrays["intercept"], arrays["classes"]
+    clf2.n_features_in_ = X.shape[1]
+    # the same arithmetic as scikit-learn's, so the same floats (at most a last-bit difference
+    # should a scikit-learn release reorder its operations)
+    np.testing.assert_allclose(P, clf2.predict_proba(sc2.transform(X)), rtol=1e-12, atol=1e-15)
     assert np.all((P >= 0) & (P <= 1))  # the two-class case is a sigmoid, not raw logits
+    assert X.dtype == dtype  # the input is not scaled in place
 
 
 def test_a_warm_start_reaches_the_same_stage1_in_fewer_iterations() -> None:

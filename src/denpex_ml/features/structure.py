@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from denpex_ml.features.select import EXCEPTION_RE
+from denpex_ml.features.select import is_error_line
 from denpex_ml.logs.bundle import LogBundle, StreamKey
 
 __all__ = ["FEATURE_NAMES", "OP_TYPES", "CollectiveState", "StructureFeatures", "analyse_structure"]
@@ -151,7 +151,7 @@ def analyse_structure(bundle: LogBundle) -> StructureFeatures:
                 exc_types.add(em.group(1))
                 if key not in exception_ranks and "Timeout" not in em.group(1):
                     exception_ranks[key] = text
-            if EXCEPTION_RE.search(text):
+            if is_error_line(text):
                 ts = line.timestamp
                 if ts is not None:
                     has_ts = True

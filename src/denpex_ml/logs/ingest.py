@@ -592,18 +592,26 @@ class Builder:
         names = {raw: masker.mask(raw) for raw in bundle.sources}  # member names can hold hosts/users
         bundle.sources = [names[raw] for raw in bundle.sources]
         # a host can be learned after lines naming it were kept (a later block, a launcher
-        # summary, a prefix the fast path does not parse): every kept line is checked again
+        # summary, a prefix the fast path does not parse): every kept line is checked again,
+        # all streams' lines in one pass
+        kept: list[tuple[StreamKey, list[tuple[str, int, str, str | None, bool]]]] = []
         for key, st in self.streams.items():
             seen: set[tuple[str, int]] = set()
-            lines: list[LogLine] = []
-            for source, lineno, text, host, salient in (*st.head, *st.salient, *st.tail):
-                ident = (source, lineno)
-                if ident in seen:
-                    continue
-                seen.add(ident)
-                text = masker.mask_known_hosts(text)
-                lines.append(LogLine(key, names.get(source, source), lineno, text, host, salient))
-            order = {s: i for i, s in enumerate(bundle.sources)}
+            items = []
+            for item in (*st.head, *st.salient, *st.tail):
+                ident = (item[0], item[1])
+                if ident not in seen:
+                    seen.add(ident)
+                    items.append(item)
+            kept.append((key, items))
+        texts = iter(masker.mask_known_hosts_lines([item[2] for _, items in kept for item in items]))
+        order = {s: i for i, s in enumerate(bundle.sources)}
+        for key, items in kept:
+            st = self.streams[key]
+            lines = [
+                LogLine(key, names.get(source, source), lineno, next(texts), host, salient)
+                for source, lineno, _, host, salient in items
+            ]
             lines.sort(key=lambda ln: (order.get(ln.source, 0), ln.lineno))
             bundle.streams[key] = RankLog(key, lines, st.n_lines, st.n_salient, st.hosts)
         bundle.system = [

@@ -14,7 +14,7 @@ import numpy as np
 from denpex_ml.embedding import Encoder
 from denpex_ml.features.fingerprints import FingerprintHit, FingerprintMatcher
 from denpex_ml.features.recovery import drop_recovered
-from denpex_ml.features.select import EXCEPTION_RE, SelectedLine, select_lines
+from denpex_ml.features.select import SelectedLine, is_error_line, select_lines
 from denpex_ml.features.structure import FEATURE_NAMES, StructureFeatures, analyse_structure
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, HangReport, analyse_hang
 from denpex_ml.logs.bundle import LogBundle
@@ -103,7 +103,7 @@ class Featurizer:
         allv = (w[:, None] * vecs).sum(axis=0)
         n = np.linalg.norm(allv)
         out[:d] = allv / n if n > 0 else allv
-        err = np.asarray([bool(EXCEPTION_RE.search(s.line.text)) or s.priority >= 3.0 for s in selected])
+        err = np.asarray([is_error_line(s.line.text) or s.priority >= 3.0 for s in selected])
         if err.any():
             e = (w[err, None] * vecs[err]).sum(axis=0)
             n = np.linalg.norm(e)

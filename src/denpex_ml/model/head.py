@@ -1,4 +1,4 @@
-"""The classifier head: a scikit-learn estimator over job feature vectors.
+"""The classifier head over job feature vectors (fitted with scikit-learn).
 
 Two stages, both logistic regressions (weights are plain arrays, saved without pickle):
 
@@ -14,23 +14,26 @@ Two stages, both logistic regressions (weights are plain arrays, saved without p
    scores can be trusted on real logs.
 
 A temperature fitted on the same out-of-fold scores calibrates the probabilities.
+
+Fitting uses scikit-learn and SciPy, imported by the methods that fit; inference is numpy on
+the saved arrays (:func:`_logreg_proba`: the arithmetic of scikit-learn's ``predict_proba``),
+so loading and applying a model imports neither (a batch worker starts about a second sooner).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import minimize_scalar
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold
-from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import check_is_fitted
 
-from denpex_ml.errors import InvalidInputError
+from denpex_ml.errors import InvalidInputError, ModelError
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
 from denpex_ml.model.retrieval import RetrievalIndex
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
 
 __all__ = ["PAIR_FEATURES", "DenpexHead", "FeatureLayout"]
 
@@ -88,21 +91,26 @@ class FeatureLayout:
 _HANG_FLAG = HANG_FEATURE_NAMES.index("signal:hang")
 
 
-def _logreg_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[StandardScaler, LogisticRegression]:
-    """The fitted scaler and logistic regression rebuilt from :func:`_logreg_arrays` (data, not
-    pickles), so inference is scikit-learn's own ``predict_proba`` (softmax, or the sigmoid of
-    the two-class case)."""
-    scaler = StandardScaler()
-    scaler.mean_ = np.asarray(arrays["mean"], dtype=np.float64)
-    scaler.scale_ = np.asarray(arrays["scale"], dtype=np.float64)
-    scaler.var_ = scaler.scale_**2
-    scaler.n_features_in_ = int(scaler.mean_.shape[0])
-    clf = LogisticRegression()
-    clf.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
-    clf.intercept_ = np.asarray(arrays["intercept"], dtype=np.float64)
-    clf.classes_ = np.asarray(arrays["classes"], dtype=np.int64)
-    clf.n_features_in_ = int(clf.coef_.shape[1])
-    return scaler, clf
+def _logreg_proba(arrays: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
+    """Class probabilities (n, len(classes)) of a scaler + logistic regression saved by
+    :func:`_logreg_arrays`, with the arithmetic of scikit-learn's ``StandardScaler.transform``
+    and ``LogisticRegression.predict_proba`` (``tests/model/test_head.py`` holds them equal):
+    standardised in ``X``'s float dtype, scores in float64, a softmax (the sigmoid of the
+    score in the two-class case, SciPy's ``expit`` as scikit-learn uses it)."""
+    X = np.array(X, dtype=X.dtype if X.dtype in (np.float32, np.float64) else np.float64)
+    X -= np.asarray(arrays["mean"]).astype(X.dtype)
+    X /= np.asarray(arrays["scale"]).astype(X.dtype)
+    coef = np.asarray(arrays["coef"], dtype=np.float64)
+    scores = X @ coef.T + np.asarray(arrays["intercept"], dtype=np.float64)
+    if len(arrays["classes"]) <= 2:
+        from scipy.special import expit
+
+        p = expit(scores.reshape(-1))
+        return np.stack([1 - p, p], axis=1)
+    scores -= scores.max(axis=1).reshape(-1, 1)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=1).reshape(-1, 1)
+    return np.asarray(scores)
 
 
 def _logreg_arrays(scaler: StandardScaler, clf: LogisticRegression) -> dict[str, np.ndarray]:
@@ -121,7 +129,7 @@ def _softmax(s: np.ndarray) -> np.ndarray:
     return np.asarray(e / e.sum(axis=1, keepdims=True))
 
 
-class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+class DenpexHead:
     """Two-stage head (see module docs). ``X`` rows are base vectors laid out as ``layout``.
 
     Parameters
@@ -165,6 +173,8 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.random_state = random_state
         self.hang_affinity = hang_affinity
         self.pair_features = pair_features
+        #: ``bank_vectors_`` and its float32 retrieval index, built on first use
+        self._bank: tuple[np.ndarray, RetrievalIndex] | None = None
 
     # -- fitting ----------------------------------------------------------------------------
     def _validate(self) -> None:
@@ -195,6 +205,9 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         problem is strictly convex, so the solution is the same up to the solver's tolerance and
         it takes a fraction of the iterations (the inner folds start from the full fit, a
         cross-validation fold from the final model)."""
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.preprocessing import StandardScaler
+
         scaler = StandardScaler().fit(X)
         clf = LogisticRegression(C=self.C, max_iter=3000)
         classes = np.unique(y)
@@ -234,6 +247,10 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         (default: ``sample_weight``). ``init_from``, a fitted head on overlapping data (the final
         model when this is a cross-validation fold's), starts stage 1's solver at its solution.
         """
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import GroupKFold
+        from sklearn.preprocessing import StandardScaler
+
         self._validate()
         X = np.asarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=np.int64)
@@ -278,6 +295,8 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     @staticmethod
     def _fit_temperature(scores: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+        from scipy.optimize import minimize_scalar
+
         def nll(t: float) -> float:
             p = _softmax(scores / t)
             return float(-(w * np.log(p[np.arange(len(y)), y] + 1e-12)).sum() / w.sum())
@@ -339,16 +358,29 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return np.asarray((Z @ s2["coef"][0] + s2["intercept"][0]).reshape(F.shape[0], F.shape[1]))
 
     def _stage1_from_arrays(self, X: np.ndarray) -> np.ndarray:
-        scaler, clf = _logreg_from_arrays(self.stage1_)
-        return self._stage1_proba(X, scaler, clf)
+        P = np.full((len(X), self.layout.n_classes), 1e-6)
+        P[:, np.asarray(self.stage1_["classes"], dtype=np.int64)] = _logreg_proba(self.stage1_, X)
+        return P
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "stage2_"):
+            raise ModelError("DenpexHead is not fitted: call fit() or build it with from_arrays()")
+
+    def _retrieval(self) -> RetrievalIndex:
+        """The retrieval index of ``bank_vectors_`` (float32), built once per bank."""
+        if self._bank is None or self._bank[0] is not self.bank_vectors_:
+            index = RetrievalIndex(
+                self.bank_vectors_.astype(np.float32), self.bank_labels_, self.layout.n_classes, self.k
+            )
+            self._bank = (self.bank_vectors_, index)
+        return self._bank[1]
 
     def evidence(self, X: np.ndarray) -> dict[str, np.ndarray]:
         """Intermediate per-class evidence (stage-1 probabilities, retrieval, pair features)."""
-        check_is_fitted(self, "stage2_")
+        self._check_fitted()
         X = np.asarray(X, dtype=np.float32)
         stage1 = self._stage1_from_arrays(X)
-        bank = RetrievalIndex(self.bank_vectors_.astype(np.float32), self.bank_labels_, self.layout.n_classes, self.k)
-        ret = bank.features(self.layout.embedding(X))
+        ret = self._retrieval().features(self.layout.embedding(X))
         return {"stage1": stage1, "retrieval": ret, "pairs": self._pair_features(X, stage1, ret)}
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
@@ -392,7 +424,7 @@ class DenpexHead(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     # -- persistence (plain arrays) ------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
-        check_is_fitted(self, "stage2_")
+        self._check_fitted()
         out = {f"stage1_{k}": v for k, v in self.stage1_.items()}
         out.update({f"stage2_{k}": v for k, v in self.stage2_.items()})
         out["bank_vectors"] = self.bank_vectors_
