@@ -187,3 +187,9 @@ def test_srun_names_the_task_that_failed() -> None:
     # a task that exited cleanly names no one, nor does a range of tasks
     assert verdict("srun: error: node-a: task 2: Exited with exit code 0\n", "no-failure").rank is None
     assert verdict("srun: error: node-a: tasks 0-3: Exited with exit code 1\n", "uncaught-exception-crash").rank is None
+
+
+def test_srun_line_carrying_the_root_cause_gives_that_evidence_to_its_task() -> None:
+    # the OOM fingerprint sits on srun's own line: the evidence itself is attributed to task 3
+    v = verdict("srun: error: node-a: task 3: Out Of Memory\n", "host-oom")
+    assert v.rank == 3 and "root-cause evidence (host-oom)" in v.reason

@@ -599,9 +599,8 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         odd = [r for r, s in mismatch_ranks.items() if sigs[s] == 1] if len(sigs) > 1 else []
         suspects = sorted(odd or mismatch_ranks)[:8]
         reasons.append("named by the collective mismatch check")
-    phases: dict[int, Phase] = {
-        k: phase_of(facts[k].frames, [ln.text for ln in bundle.streams[k].lines[-12:]]) for k in int_keys
-    }
+    recent = {k: [ln.text for ln in bundle.streams[k].lines[-12:]] for k in int_keys}  # last activity
+    phases: dict[int, Phase] = {k: phase_of(facts[k].frames, recent[k]) for k in int_keys}
     ended = [k for k in int_keys if phases[k] is Phase.END and not facts[k].timed_out]
     if not suspects and ended and len(ended) < len(int_keys) / 2 and Phase.TRAINING in phases.values():
         # the practitioners' subset rule: a rank announced the end of its loop (uneven data, an
@@ -660,7 +659,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
     states: list[RankHangState] = []
     for k in int_keys:
         f = facts[k]
-        acts = [ln.text for ln in bundle.streams[k].lines[-12:]]
+        acts = recent[k]
         ph = phases[k]
         coll = colls.get(k)
         state = state_of.get(k) or (

@@ -122,12 +122,19 @@ def live_stacks(frames: Sequence[Frame], *, interrupted: bool, fatal: bool) -> l
     return [f for f in frames if f.kind in usable]
 
 
+def _innermost_collective(frames: Sequence[Frame]) -> int | None:
+    """Index of the innermost collective call of a distributed library among ``frames``."""
+    for i in range(len(frames) - 1, -1, -1):
+        f = frames[i]
+        if f.function in WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
+            return i
+    return None
+
+
 def collective_call(frames: Sequence[Frame]) -> str | None:
     """The innermost collective call of a distributed library among ``frames`` (outermost first)."""
-    for f in reversed(frames):
-        if f.function in WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
-            return f.function
-    return None
+    i = _innermost_collective(frames)
+    return None if i is None else frames[i].function
 
 
 def _library(f: Frame) -> bool:
@@ -137,11 +144,10 @@ def _library(f: Frame) -> bool:
 def collective_caller(frames: Sequence[Frame]) -> str | None:
     """The function of the program (outside installed libraries) that made the innermost
     collective call among ``frames`` (outermost first); ``None`` without one."""
-    for i in range(len(frames) - 1, -1, -1):
-        f = frames[i]
-        if f.function in WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
-            return next((g.function for g in reversed(frames[:i]) if not _library(g)), None)
-    return None
+    i = _innermost_collective(frames)
+    if i is None:
+        return None
+    return next((g.function for g in reversed(frames[:i]) if not _library(g)), None)
 
 
 #: the calls that gather sharded parameters (FSDP's unshard, DeepSpeed ZeRO-3's fetch), in their libraries

@@ -75,11 +75,13 @@ def rank_named_in(line: LogLine, bundle: LogBundle) -> RankClue | None:
         m = _LAUNCHER.search(text)
         if m and _single_host(bundle):
             return RankClue(_group(m), "the launcher reports this worker failed", line)
-    if text.startswith("srun: error:"):
-        m = _SRUN_TASK.search(text)
-        if m:
-            return RankClue(_group(m), "srun reports this task failed", line)
-    return None
+    return _srun_task(line, "srun reports this task failed")
+
+
+def _srun_task(line: LogLine, reason: str) -> RankClue | None:
+    """The task (rank) srun reports as failed on ``line``, if it is such a report."""
+    m = _SRUN_TASK.search(line.text) if line.text.startswith("srun: error:") else None
+    return RankClue(_group(m), reason, line) if m else None
 
 
 def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
@@ -94,8 +96,8 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
             m = _LAUNCHER.search(text)
             if m:
                 return RankClue(_group(m), "the launcher reports this worker failed first", line)
-        elif text.startswith("srun: error:"):
-            m = _SRUN_TASK.search(text)
-            if m:
-                return RankClue(_group(m), "srun reports this task failed first", line)
+        else:
+            clue = _srun_task(line, "srun reports this task failed first")
+            if clue is not None:
+                return clue
     return None
