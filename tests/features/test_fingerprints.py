@@ -427,3 +427,46 @@ def test_wordings_of_known_failures_from_inference_engines_launchers_and_other_s
 def test_driver_peer_mapping_ray_memory_and_efa_wordings(line: str, entry: str) -> None:
     # a RuntimeError line also carries the generic uncaught-exception evidence; nothing else may match
     assert _entries(FingerprintMatcher(load_taxonomy()), line) - {"uncaught-exception-crash"} == {entry}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OSError: You are trying to access a gated repo.",
+        "Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-2-7b-hf/resolve/main/config.json.",
+        "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files",
+        "[rank0]: requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co',"
+        " port=443): Max retries exceeded with url: /api/models\"))",
+        '  File "/opt/env/lib/python3.10/site-packages/urllib3/connection.py", line 198, in _new_conn',
+    ],
+)
+def test_an_outside_service_refusing_or_unreachable_over_http_lies_outside_the_taxonomy(line: str) -> None:
+    """A gated model without a token, or the Hub out of reach: nothing in the training stack
+    failed, and no entry (not even permission-denied, which is about files, dirs and devices) fits."""
+    from denpex_ml.features.fingerprints import outside_taxonomy
+
+    m = FingerprintMatcher(load_taxonomy())
+    hit = outside_taxonomy(m.scan(read_logs(text=line + "\n").iter_lines()))
+    assert hit is not None and hit.entry_id == "unknown", line
+    assert "permission-denied" not in _entries(m, line)
+    # a real permission error on a file still is one, and a CUDA OOM next to a Hub warning wins
+    assert "permission-denied" in _entries(m, "PermissionError: [Errno 13] Permission denied: '/ckpt/step_100'")
+    assert outside_taxonomy(m.scan(read_logs(text=line + "\n" + OOM).iter_lines())) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "[node-a:0/8] 2022-02-21 11:42:05,031 (trainer:617) WARNING: The grad norm is nan. Skipping updating the model.",
+            "loss-nan-divergence",
+        ),
+        (
+            "[node-a:0/8] 2022-02-21 11:44:54,398 (ctc:74) WARNING: 1/2 samples got nan grad. These were ignored for CTC loss.",
+            "loss-nan-divergence",
+        ),
+        ("RuntimeError: Distributed package doesn't have NCCL built in", "uncaught-exception-crash"),
+    ],
+)
+def test_espnet_nan_gradients_and_a_backend_missing_from_the_build(line: str, entry: str) -> None:
+    assert _entries(FingerprintMatcher(load_taxonomy()), line) == {entry}
