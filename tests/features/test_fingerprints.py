@@ -470,3 +470,42 @@ def test_an_outside_service_refusing_or_unreachable_over_http_lies_outside_the_t
 )
 def test_espnet_nan_gradients_and_a_backend_missing_from_the_build(line: str, entry: str) -> None:
     assert _entries(FingerprintMatcher(load_taxonomy()), line) == {entry}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory"
+        " in memory space hbm. Used 21.90G of 7.48G hbm. Exceeded hbm capacity by 14.42G.",
+        "E tensorflow/compiler/xla/xla_client/xla_util.cc:88]   (1) RESOURCE_EXHAUSTED: Attempting to reserve 6.48G"
+        " at the bottom of memory. That was not possible.",
+        "ResourceExhaustedError: OOM when allocating tensor with shape[16,12,512,512] and type float on"
+        " /job:localhost/replica:0/task:0/device:GPU:2 by allocator GPU_2_bfc",
+    ],
+)
+def test_accelerator_memory_exhausted_under_xla_or_tensorflow_is_device_memory(line: str) -> None:
+    assert _entries(FingerprintMatcher(load_taxonomy()), line) == {"cuda-oom"}
+
+
+def test_a_cloud_quota_answering_resource_exhausted_is_not_device_memory() -> None:
+    assert "cuda-oom" not in _entries(FingerprintMatcher(load_taxonomy()), '    "status": "RESOURCE_EXHAUSTED",')
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OpenBLAS blas_thread_init: pthread_create failed for thread 55 of 64: Resource temporarily unavailable",
+        "libgomp: Thread creation failed: Resource temporarily unavailable",
+        "E0710 15:24:06.605366961 2474524 thd.cc:157]   pthread_create failed: Resource temporarily unavailable",
+        "RuntimeError: can't start new thread",
+    ],
+)
+def test_a_process_out_of_threads_under_a_site_limit_lies_outside_the_taxonomy(line: str) -> None:
+    from denpex_ml.features.fingerprints import outside_taxonomy
+
+    m = FingerprintMatcher(load_taxonomy())
+    hit = outside_taxonomy(m.scan(read_logs(text=line + "\n").iter_lines()))
+    assert hit is not None and hit.entry_id == "unknown", line
+    # NCCL's proxy saying the same errno about a socket is not a thread limit
+    nccl = "node-a:2374:2994 [0] proxy.cc:1458 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"
+    assert outside_taxonomy(m.scan(read_logs(text=nccl + "\n").iter_lines())) is None
