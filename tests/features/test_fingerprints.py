@@ -436,7 +436,7 @@ def test_driver_peer_mapping_ray_memory_and_efa_wordings(line: str, entry: str) 
         "Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-2-7b-hf/resolve/main/config.json.",
         "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files",
         "[rank0]: requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co',"
-        " port=443): Max retries exceeded with url: /api/models\"))",
+        ' port=443): Max retries exceeded with url: /api/models"))',
         '  File "/opt/env/lib/python3.10/site-packages/urllib3/connection.py", line 198, in _new_conn',
     ],
 )
@@ -507,5 +507,30 @@ def test_a_process_out_of_threads_under_a_site_limit_lies_outside_the_taxonomy(l
     hit = outside_taxonomy(m.scan(read_logs(text=line + "\n").iter_lines()))
     assert hit is not None and hit.entry_id == "unknown", line
     # NCCL's proxy saying the same errno about a socket is not a thread limit
-    nccl = "node-a:2374:2994 [0] proxy.cc:1458 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"
+    nccl = (
+        "node-a:2374:2994 [0] proxy.cc:1458 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"
+    )
     assert outside_taxonomy(m.scan(read_logs(text=nccl + "\n").iter_lines())) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "2025-08-05 12:33:53.958194: W external/xla/xla/tsl/framework/bfc_allocator.cc:501] Allocator (GPU_2_bfc)"
+            " ran out of memory trying to allocate 91.27GiB (rounded to 98000000000)requested by op",
+            "cuda-oom",
+        ),
+        (
+            "RuntimeError: cuda runtime error (10) : invalid device ordinal at /pytorch/torch/csrc/cuda/Module.cpp:33",
+            "duplicate-gpu-assignment",
+        ),
+        ("  (6) INVALID_ARGUMENT:  slice index 0 of dimension 0 out of bounds.", "uncaught-exception-crash"),
+    ],
+)
+def test_tensorflow_and_jax_allocator_and_status_wordings_and_the_old_device_ordinal_error(
+    line: str, entry: str
+) -> None:
+    # a RuntimeError line also carries the generic uncaught-exception evidence; nothing else may match
+    assert _entries(FingerprintMatcher(load_taxonomy()), line) - {"uncaught-exception-crash"} | {entry} == {entry}
+    assert entry in _entries(FingerprintMatcher(load_taxonomy()), line)

@@ -193,3 +193,16 @@ def test_srun_line_carrying_the_root_cause_gives_that_evidence_to_its_task() -> 
     # the OOM fingerprint sits on srun's own line: the evidence itself is attributed to task 3
     v = verdict("srun: error: node-a: task 3: Out Of Memory\n", "host-oom")
     assert v.rank == 3 and "root-cause evidence (host-oom)" in v.reason
+
+
+def test_pytorch_xla_names_the_device_ordinal_whose_process_failed() -> None:
+    text = (
+        "xla:0, 1.7677:.4f\n"
+        "xla:1, 0.3067:.4f\n"
+        "Exception in device=TPU:6: DataLoader worker (pid(s) 1235) exited unexpectedly\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.7/site-packages/torch_xla/distributed/xla_multiprocessing.py", line 330, in _mp_start_fn\n'
+        "RuntimeError: DataLoader worker (pid(s) 1235) exited unexpectedly\n"
+    )
+    v = verdict(text, "host-oom")
+    assert v.rank == 6 and "launcher" in v.reason

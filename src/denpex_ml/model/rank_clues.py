@@ -7,7 +7,8 @@ in the words of the messages themselves:
 * the launcher reports the worker it saw fail: torchelastic's ``failed (exitcode: -9)
   local_rank: 3 (pid: …)`` and ``local_rank 3 FAILED with no error file``, ``mp.spawn``'s
   ``-- Process 1 terminated with the following error`` / ``process 1 terminated with signal
-  SIGKILL``, DeepSpeed's launcher ``[…, '--local_rank=2', …] exits with return code = 1``;
+  SIGKILL``, DeepSpeed's launcher ``[…, '--local_rank=2', …] exits with return code = 1``,
+  PyTorch/XLA's ``xmp.spawn`` ``Exception in device=TPU:6: …`` (the process's ordinal);
 * the error names its own rank: DDP's ``did not receive grad for rank 3``, ``[Rank 5]
   Watchdog caught …`` quoted inside a message, ``rank = 7`` in a DeepEP/NCCL check.
 
@@ -32,8 +33,9 @@ _LAUNCHER = re.compile(
     r"|-- Process (?P<c>\d+) terminated with the following error"
     r"|\bprocess (?P<d>\d+) terminated with (?:signal|exit code)"
     r"|--local_rank=(?P<e>\d+)'.*\] exits with return code = -?[1-9]"
+    r"|\bException in device=(?:TPU|GPU|CPU|XLA|CUDA):(?P<f>\d+)\b"
 )
-_LAUNCHER_HINT = ("local_rank", "terminated with")
+_LAUNCHER_HINT = ("local_rank", "terminated with", "Exception in device=")
 # Slurm's srun reporting one task (its global SLURM_PROCID, i.e. the rank) that failed
 _SRUN_TASK = re.compile(r"^srun: error: \S+: task (?P<a>\d+): (?!Exited with exit code 0\b)[A-Z]")
 # an error message that names the rank it happened on
