@@ -534,3 +534,16 @@ def test_tensorflow_and_jax_allocator_and_status_wordings_and_the_old_device_ord
     # a RuntimeError line also carries the generic uncaught-exception evidence; nothing else may match
     assert _entries(FingerprintMatcher(load_taxonomy()), line) - {"uncaught-exception-crash"} | {entry} == {entry}
     assert entry in _entries(FingerprintMatcher(load_taxonomy()), line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor creation failed"
+        " due to insufficient GPU memory.",
+        "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory on GPU 0, 23.486572GB memory has been"
+        " allocated and available memory is only 167.062500MB.",
+    ],
+)
+def test_inference_engine_and_paddle_wordings_of_device_memory_exhausted(line: str) -> None:
+    assert _entries(FingerprintMatcher(load_taxonomy()), line) == {"cuda-oom"}
