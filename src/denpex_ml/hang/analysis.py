@@ -15,6 +15,12 @@ wait for. Practitioners' rules it encodes:
   ``Observed flight recorder dump signal from another rank`` a follower;
 * a desync report or a ``Detected mismatch between collectives`` error names the ranks.
 
+The analysis runs in four steps: :mod:`~denpex_ml.hang.scan` reads every stream's lines by
+themselves; this module sets the ranks side by side (collectives by SeqNum, stacks, enqueued and
+completed work, waiting, silent and absent ranks); :mod:`~denpex_ml.hang.suspects` names the
+ranks the others wait for, by an ordered list of rules; this module then assembles per-rank
+states, phases and the report.
+
 The result is a :class:`HangReport` on the diagnosis, and a set of named *signals* the model
 uses as features (:data:`HANG_FEATURE_NAMES`). Taxonomy entries say which signals point at
 them (their ``hang_signals`` field); :func:`signal_affinity` turns that into per-class evidence.
@@ -22,7 +28,6 @@ them (their ``hang_signals`` field); :func:`signal_affinity` turns that into per
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,17 +37,11 @@ import numpy as np
 
 from denpex_ml.errors import TaxonomyError
 from denpex_ml.features.structure import CollectiveState, StructureFeatures
-from denpex_ml.hang.frames import (
-    Frame,
-    collective_call,
-    collective_caller,
-    exchanges_p2p,
-    gathers_sharded_params,
-    live_stacks,
-    parse_frames,
-)
+from denpex_ml.hang.frames import exchanges_p2p, gathers_sharded_params
 from denpex_ml.hang.phase import PHASES, Phase, phase_of
-from denpex_ml.logs.bundle import LogBundle, StreamKey
+from denpex_ml.hang.scan import StreamScan, scan_streams
+from denpex_ml.hang.suspects import PARAM_GATHER_OPS, HangFacts, rank_suspects
+from denpex_ml.logs.bundle import LogBundle
 
 __all__ = [
     "HANG_FEATURE_NAMES",
@@ -94,99 +93,6 @@ HANG_FEATURE_NAMES: tuple[str, ...] = (
     *(f"signal:{s}" for s in SIGNALS),
 )
 
-_PG = re.compile(r"\[PG (?:ID )?(\d+) (?:PG GUID (\S+?) ?)?\(?(\w*)\)? ?Rank (\d+)\]|\[PG (\d+) Rank (\d+)\]")
-_ENQUEUED = re.compile(
-    r"Timeout at NCCL work: (-?\d+), last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)"
-)
-_ENQUEUED_SHORT = re.compile(
-    r"last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?(?:work:?\s*)?(-?\d+)", re.IGNORECASE
-)
-#: a rank named inside a line no prefix assigned (``[Rank 1] Last enqueued NCCL work: …``)
-_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
-#: the rank the others wait for, named by the waiting side: the NCCL unique id it never published
-#: in the store, or Horovod's stall inspector listing every rank ready but it
-_WAITED_FOR = re.compile(r"retrieving ncclUniqueId from \[(\d+)\]|\[ready ranks: ([\d, ]+)\]")
-#: ``monitored_barrier``: "Rank 1 failed to pass monitoredBarrier in 30000 ms", "Ranks 1, 3 failed to pass …"
-_MONITORED = re.compile(
-    r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier|"
-    r"reached monitoredBarrier, but received errors while waiting for send/recv from rank (\d+)"
-)
-_MISMATCH = re.compile(
-    r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
-    r"(?:, TensorShape=\[([^\]]*)\])?"
-)
-_PARAM_GATHER = re.compile(r"ALLGATHER_BASE|ALLGATHER_INTO_TENSOR|REDUCE_SCATTER")
-#: Elements from which an all-gather is a parameter shard's, not a flag's or a metric's.
-_PARAM_NUMEL = 1_000_000
-
-
-def _gathers_params_alone(ops: set[tuple[str, int | None]]) -> bool:
-    """At one SeqNum: a large parameter all-gather / reduce-scatter on some ranks, another op on others."""
-    names = {op for op, _ in ops}
-    return len(names) > 1 and any(_PARAM_GATHER.search(op) and (n or 0) >= _PARAM_NUMEL for op, n in ops)
-
-
-_DESYNC = re.compile(r"\[([\d, ]+)\] (?:finished collective #\d+, but didn't join|did not join|is not)")
-_STORE = re.compile(
-    r"waitForInput|[Ss]ocket [Tt]imeout|store->get\(|[Ww]ait timeout|Timed out initializing process group in store|"
-    r"store_based_barrier|TCPStore.*[Tt]imed? ?out|DistStoreError|client socket has timed out"
-)
-_GLOO = re.compile(
-    r"gloo.*(?:[Tt]imed out|[Tt]imeout(?!\s*[=:]?\s*\d))|Gloo .*timed out|Timed out waiting \d+ ?ms for (?:recv|send)|"
-    r"typically caused by a remote worker (?:hanging|crashing)"
-)
-#: a peer sent a different number of bytes than this rank expected (gloo's check)
-_SIZE_MISMATCH = re.compile(r"Received data size doesn't match expected size|op\.preamble\.length <= op\.nbytes")
-_WATCHDOG = re.compile(
-    r"Watchdog caught collective operation timeout|ProcessGroupNCCL's watchdog got stuck|"
-    r"Watchdog caught|[Hh]eartbeat monitor timed out|collective operation timeout"
-)
-#: a framework's own cross-rank consistency check failed: the ranks built or run different things
-#: (DDP's model check, DeepSpeed's ZeRO-3 trace check, TensorFlow's collective shape check, fairseq)
-_DIVERGED = re.compile(
-    r"DDP expects same model across all ranks|[Dd]isagreement (?:on list length )?between rank ?\d+ and rank ?\d+|"
-    r"Collective ops is aborted by: Shape mismatch|all_gather_list requires all workers to enter"
-)
-#: other hang reports: DeepEP's dispatch/combine receivers timing out, the NCCL watchdog's own frame
-_OTHER_HANG = re.compile(
-    r"DeepEP (?:dispatch|combine)\b.*\btimeout|DeepEP timeout check failed|DeepEP error: timeout|WorkNCCL::checkTimeout"
-)
-#: Horovod's stall inspector lists, after "Missing ranks:" / "Stalled ranks:", one line per rank with
-#: the tensors that rank has not submitted (``3: [allreduce.noname.12, broadcast.w_0]``)
-#: (a launcher-prefix reader files such a line under rank N, as ``[allreduce.noname.12, …]``)
-_STALL_HEAD = re.compile(r"(?:Missing|Stalled) ranks:\s*$")
-_STALL_ENTRY = re.compile(r"^\s*(?:\d+: )?\[([^\]]*)\]\s*$")
-_FIRST_DUMP = "First PG on this rank to signal dumping"
-_FOLLOWER = "Observed flight recorder dump signal from another rank"
-_NRANKS = re.compile(r"\bnranks (\d+)\b|\bWORLD_SIZE=(\d+)|\bworld[_ ]size[=: ]+(\d+)", re.IGNORECASE)
-_CONTEXT = {
-    "zero3": re.compile(
-        r"zero_optimization.*stage\"?:? ?3|ZeRO[- ]?(?:stage[- ]?)?3|stage3_|partitioned_param|"
-        r"fetch_sub_module|zero/partition|deepspeed_zero3|Invalidate trace cache",
-        re.IGNORECASE,
-    ),
-    "fsdp": re.compile(r"\bFSDP|fully_shard|FullyShardedDataParallel|distributed/fsdp/"),
-    "moe": re.compile(
-        r"\bMoE\b|moe_|/moe/|token_dispatch|expert[_ ]parallel|num_experts|deep_ep|DeepEP", re.IGNORECASE
-    ),
-    "pipeline": re.compile(
-        r"pipeline[_-]model[_-]parallel|PipelineEngine|pipe/engine|p2p_communication|"
-        r"pipeline_parallel|\bPP=\d|pp_size|send_forward|recv_forward",
-        re.IGNORECASE,
-    ),
-}
-_FRAME_HINT = ('File "', ".py:")
-#: a line none of these substrings occurs in can match none of the specific patterns above
-_KEYS = re.compile(
-    r"atchdog|eartbeat|operation timeout|\[PG |nqueued|First PG|Observed flight|between collectives|"
-    r"CollectiveFingerPrint|didn't join|lagging|issing ranks|waitForInput|ocket|ait timeout|imed out|store|Store|"
-    r"loo|remote worker|data size|preamble"
-)
-_CONTEXT_HINT = re.compile(
-    r"zero|stage3|partition|fetch_sub|trace cache|fsdp|fully_?shard|moe|expert|dispatch|"
-    r"deep_?ep|pipe|p2p|pp[=_ ]|send_forward|recv_forward",
-    re.IGNORECASE,
-)
 _MAX_RANKS_REPORTED = 64
 
 
@@ -315,55 +221,17 @@ def _ranges(ranks: Sequence[int]) -> str:
     return ", ".join(out)
 
 
-@dataclass
-class _RankFacts:
-    frames: list[Frame] = field(default_factory=list)
-    parked: str | None = None  # from a stack dump: the collective call it waits in, "" outside any
-    parked_by: str | None = None  # the program's function that made that call
-    pg: str | None = None
-    enqueued: tuple[int, int] | None = None
-    dump_role: str | None = None
-    timed_out: bool = False
-
-
 def _collective_text(c: CollectiveState, pg: str | None) -> str:
     numel = f" NumelIn={c.numel_in}" if c.numel_in is not None else ""
     return f"{c.op} #{c.seq}{numel}" + (f" on PG {pg}" if pg else "")
 
 
-def _stall_ranks_differ(bundle: LogBundle) -> bool:
-    """Does a Horovod stall report list ranks waiting for different tensors (the ranks submitted
-    different collectives, not merely a subset of ranks the same one)? The report's per-rank lines
-    follow its "Missing ranks:" line (a reader may file them under the rank a prefix names)."""
-    heads: list[tuple[str, int]] = []
-    for stream in bundle.streams.values():
-        heads.extend(
-            (line.source, line.lineno)
-            for line in stream.lines
-            if "ranks:" in line.text and _STALL_HEAD.search(line.text)
-        )
-    if not heads:
-        return False
-    entries: dict[tuple[str, int], str] = {}
-    for stream in bundle.streams.values():
-        for line in stream.lines:
-            if line.text.endswith("]") and "[" in line.text:
-                m = _STALL_ENTRY.match(line.text)
-                if m:
-                    entries[(line.source, line.lineno)] = m.group(1).strip()
-    for source, at in heads:
-        waiting: set[str] = set()
-        n = at + 1
-        while (source, n) in entries:
-            waiting.add(entries[(source, n)])
-            n += 1
-        if len(waiting) > 1:
-            return True
-    return False
-
-
 def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_recorder: Any | None = None) -> HangReport:
     """Analyse one job's hang (cheap when there is none: a few regex passes over salient lines).
+
+    Four steps: every stream's lines by themselves (:func:`~denpex_ml.hang.scan.scan_streams`),
+    the ranks side by side, the ranks the others wait for
+    (:func:`~denpex_ml.hang.suspects.rank_suspects`), then per-rank states, phases and the report.
 
     Parameters
     ----------
@@ -374,150 +242,111 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
     flight_recorder:
         Optional findings of :func:`denpex_ml.hang.flight_recorder.analyse_flight_recorder`.
     """
+    scan = scan_streams(bundle)
+    side = _cross_rank(bundle, structure, scan, flight_recorder)
+    recent = {k: [ln.text for ln in bundle.streams[k].lines[-12:]] for k in side.ranks}  # last activity
+    phases = {k: phase_of(scan.facts[k].frames, recent[k]) for k in side.ranks}
+    found = rank_suspects(_hang_facts(scan, side, phases, flight_recorder))
+    global_recent = [ln.text for ln in bundle.global_stream.lines[-12:]] if bundle.global_stream else []
+    g_phase = phase_of(scan.global_frames, global_recent)
+    signals = {*scan.signals, *side.signals, *found.signals}
+    signals.update(f"phase:{p.value}" for p in {*phases.values(), g_phase} if p is not Phase.UNKNOWN)
+    is_hang = "hang" in signals
+    states = _rank_states(scan, side, phases, recent, found.ranks)
+    return HangReport(
+        is_hang=is_hang,
+        phase=_job_phase(phases, g_phase, found.ranks),
+        ranks=tuple(states[:_MAX_RANKS_REPORTED]) if is_hang else (),
+        suspects=found.ranks,
+        reasons=found.reasons,
+        stuck=_stuck(scan, side),
+        world_size=scan.world or None,
+        absent=side.absent,
+        signals=frozenset(s if s.startswith("phase:") else f"signal:{s}" for s in signals),
+        flight_recorder=flight_recorder.to_dict()
+        if flight_recorder is not None and hasattr(flight_recorder, "to_dict")
+        else None,
+    )
+
+
+# ---- step 2: the ranks side by side
+
+
+@dataclass(frozen=True)
+class _CrossRank:
+    """Step 2: the ranks' facts side by side, and the signals only that shows."""
+
+    ranks: tuple[int, ...]  # the ranks that printed lines, ascending
+    collectives: dict[int, CollectiveState]  # per rank, the collective its watchdog or heartbeat reported
+    collective_states: dict[int, str]  # the ranks whose collective is ahead, behind or mismatched
+    parked_at: dict[int, str]  # per rank, the collective call its stack dump waits in ("" outside any)
+    never_entered: tuple[int, ...]  # last enqueued work equals last completed while others wait
+    waiting: frozenset[int]  # timed out (own watchdog, store, gloo) or reported by a watchdog line
+    crashed: frozenset[int]  # raised an exception without waiting
+    silent: tuple[int, ...]  # neither, while at least two ranks wait
+    absent: tuple[int, ...]  # ranks of the stated world that printed nothing
+    signals: frozenset[str]
+
+
+def _cross_rank(
+    bundle: LogBundle, structure: StructureFeatures, scan: StreamScan, flight_recorder: Any | None
+) -> _CrossRank:
+    """Set the ranks' facts side by side: collectives, stacks, waiting / crashed / silent / absent ranks."""
+    ranks = tuple(sorted(k for k in bundle.streams if isinstance(k, int)))
+    colls = {k: c for k, c in structure.collectives.items() if isinstance(k, int)}
+    parked_at = {k: f.parked for k, f in scan.facts.items() if isinstance(k, int) and f.parked is not None}
+    never = _never_entered_ranks(scan)
+    waiting = frozenset(k for k in ranks if scan.facts[k].timed_out or k in structure.watchdog_ranks)
+    crashed = frozenset(k for k in structure.exception_ranks if isinstance(k, int)) - waiting
+    silent = tuple(k for k in ranks if k not in waiting and k not in crashed) if len(waiting) >= 2 else ()
+    absent: tuple[int, ...] = ()
+    if 0 < scan.world <= 65536 and ranks and max(ranks) < scan.world:
+        absent = tuple(r for r in range(scan.world) if r not in bundle.streams)
+    signals = {
+        *_stack_signals(scan, parked_at),
+        *_flight_recorder_signals(flight_recorder),
+        *_collective_signals(colls),
+        *_frame_signals(scan, ranks),
+    }
+    if structure.watchdog_ranks:
+        signals.add("hang")
+    if never:
+        signals.add("never-entered")
+    if silent:
+        signals.add("silent-rank")
+    if absent and len(absent) < scan.world:
+        signals.add("absent-rank")
+    return _CrossRank(
+        ranks=ranks,
+        collectives=colls,
+        collective_states=_collective_states(colls),
+        parked_at=parked_at,
+        never_entered=never,
+        waiting=waiting,
+        crashed=crashed,
+        silent=silent,
+        absent=absent,
+        signals=frozenset(signals),
+    )
+
+
+def _stack_signals(scan: StreamScan, parked_at: Mapping[int, str]) -> set[str]:
+    """Stack dumps side by side: ranks parked in different calls, or one busy outside any."""
     signals: set[str] = set()
-    facts: dict[StreamKey, _RankFacts] = {}
-    mismatch_ranks: dict[int, tuple[str, str]] = {}
-    desync_ranks: list[int] = []
-    waited_for: list[int] = []
-    ready: set[int] = set()
-    text_enqueued: dict[int, tuple[int, int]] = {}
-    world = 0
-    size_mismatch = False  # a transport saw a message of another size than the posted buffer
-    global_frames: list[Frame] = []
-    for key, stream in bundle.streams.items():
-        f = facts.setdefault(key, _RankFacts())
-        frame_lines: list[str] = []
-        interrupted = False  # the user stopped the run (Ctrl-C): its traceback shows where it waited
-        fatal = False  # faulthandler printed the stacks because of a crash (a signal), not a stall
-        for line in stream.lines:
-            text = line.text
-            if "KeyboardInterrupt" in text:
-                interrupted = True
-            elif "Fatal Python error" in text:
-                fatal = True
-            if any(h in text for h in _FRAME_HINT) or text.lstrip().startswith("Thread "):
-                frame_lines.append(text)
-            if (
-                not line.salient
-                and "nranks" not in text
-                and "WORLD_SIZE" not in text
-                and "nqueued" not in text
-                and "ready ranks" not in text
-                and "Stalled ops" not in text
-                and "by subset of ranks" not in text
-                and "monitoredBarrier" not in text
-                and "DeepEP" not in text
-                and "checkTimeout" not in text
-            ):
-                continue
-            if "nranks" in text or "orld" in text:
-                m = _NRANKS.search(text)
-                if m:
-                    world = max(world, int(next(g for g in m.groups() if g)))
-            if _KEYS.search(text):  # one cheap pass; the specific patterns only on candidate lines
-                if _WATCHDOG.search(text):
-                    f.timed_out = True
-                    signals.add("hang")
-                pm = _PG.search(text)
-                if pm:
-                    f.pg = pm.group(1) or pm.group(5)
-                em = _ENQUEUED.search(text) or _ENQUEUED_SHORT.search(text)
-                if em:
-                    g = em.groups()
-                    f.enqueued = (int(g[-2]), int(g[-1]))
-                    rm = _RANK_IN_TEXT.search(text) if not isinstance(key, int) else None
-                    if rm:
-                        text_enqueued[int(rm.group(1))] = f.enqueued
-                if _FIRST_DUMP in text:
-                    f.dump_role = "first"
-                    signals.add("own-watchdog-first")
-                elif _FOLLOWER in text and f.dump_role is None:
-                    f.dump_role = "follower"
-                if "mismatch between collectives" in text or "CollectiveFingerPrint(" in text:
-                    signals.update(("mismatch-report", "hang"))
-                    for mm in _MISMATCH.finditer(text):
-                        mismatch_ranks[int(mm.group(1))] = (mm.group(3), mm.group(4) or "")
-                if "didn't join" in text or "lagging/dead/mismatched" in text or "missing ranks" in text:
-                    signals.update(("desync-report", "hang"))
-                    dm = _DESYNC.search(text)
-                    if dm:
-                        desync_ranks.extend(int(x) for x in dm.group(1).replace(" ", "").split(",") if x)
-                if _STORE.search(text):
-                    signals.update(("store-timeout", "hang"))
-                    f.timed_out = True
-                if _GLOO.search(text):
-                    signals.update(("gloo-timeout", "hang"))
-                    f.timed_out = True
-                if _SIZE_MISMATCH.search(text):
-                    signals.update(("same-seq-diff-op", "hang"))
-                    size_mismatch = True
-            if "ready ranks:" in text or "Stalled ops" in text or "by subset of ranks" in text:
-                signals.add("hang")  # Horovod's stall inspector: ranks wait for the rest
-            elif "Horovod has been shut down" in text:
-                signals.add("hang")  # a rank left while the others still issued collectives
-            if (
-                "isagreement" in text or "same model" in text or "Collective ops" in text or "all_gather_list" in text
-            ) and (_DIVERGED.search(text)):
-                signals.update(("rank-divergence", "hang"))
-            if ("DeepEP" in text or "checkTimeout" in text) and _OTHER_HANG.search(text):
-                signals.add("hang")
-                if "DeepEP" in text:
-                    signals.update(("alltoall", "moe"))
-            if "monitoredBarrier" in text:
-                mb = _MONITORED.search(text)
-                if mb:  # torch's monitored_barrier names the ranks that never arrived
-                    signals.update(("desync-report", "barrier", "hang"))
-                    desync_ranks.extend(int(x) for x in re.findall(r"\d+", mb.group(1) or mb.group(2)))
-            if "ncclUniqueId from [" in text or "ready ranks:" in text:
-                wm = _WAITED_FOR.search(text)
-                if wm and wm.group(1) is not None:
-                    waited_for.append(int(wm.group(1)))
-                elif wm:
-                    ready.update(int(x) for x in wm.group(2).replace(" ", "").split(",") if x)
-            if _CONTEXT_HINT.search(text):
-                for name, rx in _CONTEXT.items():
-                    if name not in signals and rx.search(text):
-                        signals.add(name)
-        fr = parse_frames(frame_lines)
-        if fr:
-            signals.add("frames")
-            dumped = live_stacks(fr, interrupted=interrupted, fatal=fatal)
-            if dumped:
-                waits_in = collective_call(dumped)
-                if waits_in is not None:
-                    signals.add("hang")  # a stack dump shows the rank waiting in a collective
-                if isinstance(key, int):
-                    f.parked = waits_in or ""
-                    f.parked_by = collective_caller(dumped)
-            elif f.timed_out and isinstance(key, int):
-                # a rank whose collective timed out raised from inside it: the traceback names the call
-                raised = [x for x in fr if x.kind == "traceback"]
-                f.parked = collective_call(raised)
-                f.parked_by = collective_caller(raised)
-            if any(x.kind == "py-spy" for x in fr):
-                signals.add("py-spy")
-            for x in fr:
-                for name, rx in _CONTEXT.items():
-                    if name not in signals and rx.search(x.file + " " + x.function):
-                        signals.add(name)
-        if isinstance(key, int):
-            f.frames = fr
-        else:
-            global_frames.extend(fr)
-    parked_at = {k: f.parked for k, f in facts.items() if isinstance(k, int) and f.parked is not None}
     parked = set(parked_at.values())
     if len(parked - {""}) > 1:
         signals.add("stacks-diff-collective")  # ranks wait in different calls
-        callers = {f.parked_by for f in facts.values() if f.parked}
+        callers = {f.parked_by for f in scan.facts.values() if f.parked}
         if len(callers) == 1 and None not in callers:
             # ... made from the same function of the program: the ranks disagree at the same point
             signals.update(("same-seq-diff-op", "hang"))
     if "" in parked and len(parked) > 1:
         signals.add("stack-busy-rank")  # one rank is elsewhere while the others wait: it is busy
-    if _stall_ranks_differ(bundle):
-        signals.update(("same-seq-diff-op", "hang"))
-    if structure.watchdog_ranks:
-        signals.add("hang")
+    return signals
+
+
+def _flight_recorder_signals(flight_recorder: Any | None) -> set[str]:
+    signals: set[str] = set()
     if flight_recorder is not None:
         kinds = {str(f.kind) for f in getattr(flight_recorder, "findings", ())}
         kinds.add(str(getattr(flight_recorder, "kind", None)))
@@ -527,7 +356,22 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             signals.add("flight-recorder-missing-rank")
         if kinds & {"mismatch", "missing-rank"}:
             signals.add("hang")
-    colls = {k: c for k, c in structure.collectives.items() if isinstance(k, int)}
+    return signals
+
+
+#: Elements from which an all-gather is a parameter shard's, not a flag's or a metric's.
+_PARAM_NUMEL = 1_000_000
+
+
+def _gathers_params_alone(ops: set[tuple[str, int | None]]) -> bool:
+    """At one SeqNum: a large parameter all-gather / reduce-scatter on some ranks, another op on others."""
+    names = {op for op, _ in ops}
+    return len(names) > 1 and any(PARAM_GATHER_OPS.search(op) and (n or 0) >= _PARAM_NUMEL for op, n in ops)
+
+
+def _collective_signals(colls: Mapping[int, CollectiveState]) -> set[str]:
+    """The ranks' stuck collectives side by side: SeqNums, ops and sizes."""
+    signals: set[str] = set()
     ops = Counter(c.op.upper() for c in colls.values())
     if colls:
         seqs = Counter(c.seq for c in colls.values())
@@ -555,77 +399,39 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
             signals.add("allgather")
         elif "BARRIER" in op:
             signals.add("barrier")
-    enq = {
-        **text_enqueued,
-        **{k: f.enqueued for k, f in facts.items() if isinstance(k, int) and f.enqueued is not None},
-    }
-    # a rank whose last enqueued work is its last completed never entered the stuck collective:
-    # beside ranks stuck in it, or alone when it is the only rank the log shows
-    never = sorted(
-        k for k, (e, c) in enq.items() if e == c and (len(enq) == 1 or any(e2 > c2 for e2, c2 in enq.values()))
-    )
-    if never:
-        signals.add("never-entered")
-    int_keys = sorted(k for k in bundle.streams if isinstance(k, int))
-    waiting = {k for k in int_keys if facts[k].timed_out or k in structure.watchdog_ranks}
-    crashed = {k for k in structure.exception_ranks if isinstance(k, int)} - waiting
-    silent = [k for k in int_keys if k not in waiting and k not in crashed] if len(waiting) >= 2 else []
-    if silent:
-        signals.add("silent-rank")
-    absent: tuple[int, ...] = ()
-    if 0 < world <= 65536 and int_keys and max(int_keys) < world:
-        absent = tuple(r for r in range(world) if r not in bundle.streams)
-        if absent and len(absent) < world:
-            signals.add("absent-rank")
-    all_frames = [*global_frames, *(x for k in int_keys for x in facts[k].frames)]
-    if size_mismatch and gathers_sharded_params(all_frames):
+    return signals
+
+
+def _frame_signals(scan: StreamScan, ranks: Sequence[int]) -> set[str]:
+    """All frames of the job together: where a size mismatch arose, a barrier."""
+    signals: set[str] = set()
+    all_frames = [*scan.global_frames, *(x for k in ranks for x in scan.facts[k].frames)]
+    if scan.size_mismatch and gathers_sharded_params(all_frames):
         # the odd size arrived inside a sharded-parameter gather (FSDP unshard, ZeRO-3 fetch):
         # the ranks gather different parameters - divergent models or forwards, not user collectives
         signals.add("mismatch-param-gather")
-    elif size_mismatch and exchanges_p2p(all_frames):
+    elif scan.size_mismatch and exchanges_p2p(all_frames):
         signals.add("mismatch-p2p")  # the receiver posted a buffer of another size than was sent
     if any(x.function == "barrier" or x.function == "monitored_barrier" for x in all_frames):
         signals.add("barrier")
-    # suspects: the ranks the others wait for, by the strongest rule that names any
-    suspects: list[int] = []
-    reasons: list[str] = []
-    if mismatch_ranks:
-        sigs = Counter(mismatch_ranks.values())
-        mm_ops = {op.upper() for op, _shape in mismatch_ranks.values()}
-        if len(sigs) > 1 and len(mm_ops) == 1 and _PARAM_GATHER.search(next(iter(mm_ops))):
-            # the same parameter all-gather / gradient reduce-scatter on every rank, different sizes:
-            # the ranks gather different modules of a sharded model (ZeRO-3/FSDP divergence)
-            signals.add("mismatch-param-gather")
-        odd = [r for r, s in mismatch_ranks.items() if sigs[s] == 1] if len(sigs) > 1 else []
-        suspects = sorted(odd or mismatch_ranks)[:8]
-        reasons.append("named by the collective mismatch check")
-    recent = {k: [ln.text for ln in bundle.streams[k].lines[-12:]] for k in int_keys}  # last activity
-    phases: dict[int, Phase] = {k: phase_of(facts[k].frames, recent[k]) for k in int_keys}
-    ended = [k for k in int_keys if phases[k] is Phase.END and not facts[k].timed_out]
-    if not suspects and ended and len(ended) < len(int_keys) / 2 and Phase.TRAINING in phases.values():
-        # the practitioners' subset rule: a rank announced the end of its loop (uneven data, an
-        # early stop decided alone) while the others still wait in a training step's collective
-        suspects = ended[:8]
-        reasons.append("its loop ended while the others still wait in a training step")
-    fr_blamed = list(getattr(flight_recorder, "blamed_ranks", ()) or ())
-    if not suspects and fr_blamed:
-        suspects = sorted(int(r) for r in fr_blamed)[:8]
-        fr_ev = list(getattr(flight_recorder, "evidence", ()) or ())
-        reasons.append("blamed by the Flight Recorder dumps" + (f" ({fr_ev[0]})" if fr_ev else ""))
-    if not suspects and desync_ranks:
-        suspects = sorted(set(desync_ranks))[:8]
-        reasons.append("named by the desync report as lagging")
-    if not suspects and never:
-        suspects = never[:8]
-        reasons.append("last enqueued work equals last completed: never entered the stuck collective")
-    if not suspects and waited_for:
-        suspects = sorted(set(waited_for))[:8]
-        reasons.append("the others wait in the store for the NCCL id it never published (busy or gone)")
-    if not suspects and ready:
-        missing = [r for r in range(max(world, max(ready) + 1)) if r not in ready]
-        if 0 < len(missing) <= max(1, len(ready) // 2):
-            suspects = missing[:8]
-            reasons.append("every other rank is ready for the collective; it is not")
+    return signals
+
+
+def _never_entered_ranks(scan: StreamScan) -> tuple[int, ...]:
+    """A rank whose last enqueued work is its last completed never entered the stuck collective:
+    beside ranks stuck in it, or alone when it is the only rank the log shows."""
+    enq = {
+        **scan.text_enqueued,
+        **{k: f.enqueued for k, f in scan.facts.items() if isinstance(k, int) and f.enqueued is not None},
+    }
+    return tuple(
+        sorted(k for k, (e, c) in enq.items() if e == c and (len(enq) == 1 or any(e2 > c2 for e2, c2 in enq.values())))
+    )
+
+
+def _collective_states(colls: Mapping[int, CollectiveState]) -> dict[int, str]:
+    """The ranks whose collective differs from the most common: ``ahead``, ``behind`` (SeqNum) or
+    ``mismatched`` (same SeqNum, another op or size)."""
     state_of: dict[int, str] = {}
     if colls:
         seq_mode = Counter(c.seq for c in colls.values()).most_common(1)[0][0]
@@ -637,39 +443,56 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                 state_of[k] = "behind"
             elif (c.seq, c.op.upper(), c.numel_in) != sig_mode:
                 state_of[k] = "mismatched"
-        odd_ranks = sorted(state_of)
-        if not suspects and odd_ranks and len(odd_ranks) <= max(1, len(colls) // 2):
-            suspects = odd_ranks[:8]
-            odd_states = sorted({state_of[k] for k in odd_ranks})
-            reasons.append(f"its collective is {'/'.join(odd_states)} the others' (SeqNum/op/size)")
-    if not suspects and len(parked) > 1:
-        # stack dumps: the rank(s) not where the majority waits (another call, or busy outside any)
-        common, n_common = Counter(parked_at.values()).most_common(1)[0]
-        odd_out = sorted(k for k, c in parked_at.items() if c != common)
-        if common and n_common > len(odd_out):
-            suspects = odd_out[:8]
-            reasons.append(f"its stack dump is not where the others wait ({common})")
-    if not suspects and silent and len(silent) <= max(1, len(int_keys) // 2):
-        suspects = silent[:8]
-        reasons.append("printed no timeout while the others timed out (busy elsewhere or stuck)")
-    firsts = [k for k in int_keys if facts[k].dump_role == "first"]
-    if not suspects and len(firsts) == 1 and len(int_keys) > 1:
-        reasons.append(f"rank {firsts[0]}'s own watchdog fired first")
-    # per-rank states and phases
+    return state_of
+
+
+# ---- step 3: what the suspect rules read
+
+
+def _hang_facts(
+    scan: StreamScan, side: _CrossRank, phases: Mapping[int, Phase], flight_recorder: Any | None
+) -> HangFacts:
+    return HangFacts(
+        ranks=side.ranks,
+        phases=phases,
+        timed_out=frozenset(k for k in side.ranks if scan.facts[k].timed_out),
+        mismatch_ranks=scan.mismatch_ranks,
+        flight_recorder_blamed=tuple(int(r) for r in getattr(flight_recorder, "blamed_ranks", ()) or ()),
+        flight_recorder_evidence=tuple(str(e) for e in getattr(flight_recorder, "evidence", ()) or ()),
+        desync_ranks=scan.desync_ranks,
+        never_entered=side.never_entered,
+        waited_for=scan.waited_for,
+        ready=scan.ready,
+        world=scan.world,
+        collective_states=side.collective_states,
+        collective_ranks=len(side.collectives),
+        parked_at=side.parked_at,
+        silent=side.silent,
+        dump_firsts=tuple(k for k in side.ranks if scan.facts[k].dump_role == "first"),
+    )
+
+
+# ---- step 4: per-rank states, the job's phase, the collective it is stuck in
+
+
+def _rank_states(
+    scan: StreamScan,
+    side: _CrossRank,
+    phases: Mapping[int, Phase],
+    recent: Mapping[int, list[str]],
+    suspects: Sequence[int],
+) -> list[RankHangState]:
+    """Every rank's state, the suspects first, then the odd ones (neither waiting nor running)."""
     states: list[RankHangState] = []
-    for k in int_keys:
-        f = facts[k]
+    for k in side.ranks:
+        f = scan.facts[k]
         acts = recent[k]
-        ph = phases[k]
-        coll = colls.get(k)
-        state = state_of.get(k) or (
-            "crashed" if k in crashed else "waiting" if k in waiting else "silent" if k in silent else "running"
-        )
+        coll = side.collectives.get(k)
         states.append(
             RankHangState(
                 rank=k,
-                state=state,
-                phase=ph,
+                state=_rank_state(k, side),
+                phase=phases[k],
                 collective=_collective_text(coll, f.pg) if coll else None,
                 seq=coll.seq if coll else None,
                 op=coll.op if coll else None,
@@ -681,38 +504,38 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
                 last_activity=acts[-1][:300] if acts else None,
             )
         )
-    g_phase = phase_of(
-        global_frames, [ln.text for ln in bundle.global_stream.lines[-12:]] if bundle.global_stream else []
-    )
-    for p in {*phases.values(), g_phase}:
-        if p is not Phase.UNKNOWN:
-            signals.add(f"phase:{p.value}")
+    susp = set(suspects)
+    states.sort(key=lambda s: (s.rank not in susp, s.state in ("waiting", "running"), s.rank))
+    return states
+
+
+def _rank_state(k: int, side: _CrossRank) -> str:
+    """Its collective's place among the others' when odd, else crashed, waiting, silent or running."""
+    odd = side.collective_states.get(k)
+    if odd:
+        return odd
+    if k in side.crashed:
+        return "crashed"
+    if k in side.waiting:
+        return "waiting"
+    return "silent" if k in side.silent else "running"
+
+
+def _job_phase(phases: Mapping[int, Phase], g_phase: Phase, suspects: Sequence[int]) -> Phase:
+    """The suspects' phase when it says more than a training step, else the first shown in :data:`PHASES` order."""
     order = list(PHASES)
     cand = [phases[k] for k in suspects if k in phases and phases[k] not in (Phase.UNKNOWN, Phase.TRAINING)]
     if not cand:
         cand = [p for p in (*phases.values(), g_phase) if p is not Phase.UNKNOWN]
-    job_phase = min(cand, key=order.index) if cand else Phase.UNKNOWN
-    is_hang = "hang" in signals
-    susp = set(suspects)
-    states.sort(key=lambda s: (s.rank not in susp, s.state in ("waiting", "running"), s.rank))
-    stuck = None
-    if colls:
-        mode = Counter(_collective_text(c, facts[k].pg) for k, c in colls.items()).most_common(1)[0][0]
-        stuck = mode
-    return HangReport(
-        is_hang=is_hang,
-        phase=job_phase,
-        ranks=tuple(states[:_MAX_RANKS_REPORTED]) if is_hang else (),
-        suspects=tuple(suspects),
-        reasons=tuple(reasons),
-        stuck=stuck,
-        world_size=world or None,
-        absent=absent,
-        signals=frozenset(s if s.startswith("phase:") else f"signal:{s}" for s in signals),
-        flight_recorder=flight_recorder.to_dict()
-        if flight_recorder is not None and hasattr(flight_recorder, "to_dict")
-        else None,
-    )
+    return min(cand, key=order.index) if cand else Phase.UNKNOWN
+
+
+def _stuck(scan: StreamScan, side: _CrossRank) -> str | None:
+    """The collective most ranks are stuck in."""
+    if not side.collectives:
+        return None
+    texts = Counter(_collective_text(c, scan.facts[k].pg) for k, c in side.collectives.items())
+    return texts.most_common(1)[0][0]
 
 
 def signal_affinity(labels: Sequence[str], declared: Mapping[str, Sequence[str]]) -> np.ndarray:

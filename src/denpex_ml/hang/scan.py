@@ -1,0 +1,318 @@
+"""Step 1 of the hang analysis: one pass over every stream's lines, what each says by itself.
+
+For every stream (a rank, a host, the global stream) the scan reads the facts of that stream
+(:class:`RankFacts`: its process group, last enqueued/completed work, dump role, whether it timed
+out, its stack frames and the collective call they show it parked in), the signals one line shows
+(a watchdog timeout, a mismatch or desync report, a store or gloo timeout, the framework in use),
+and the ranks a line names (the mismatch check's, the desync report's lagging ranks, the rank the
+others wait for in the store, Horovod's ready ranks). :mod:`denpex_ml.hang.analysis` then sets the
+streams side by side.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from denpex_ml.hang.frames import Frame, collective_call, collective_caller, live_stacks, parse_frames
+from denpex_ml.logs.bundle import LogBundle, StreamKey
+
+__all__ = ["RankFacts", "StreamScan", "scan_streams"]
+
+_PG = re.compile(r"\[PG (?:ID )?(\d+) (?:PG GUID (\S+?) ?)?\(?(\w*)\)? ?Rank (\d+)\]|\[PG (\d+) Rank (\d+)\]")
+_ENQUEUED = re.compile(
+    r"Timeout at NCCL work: (-?\d+), last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)"
+)
+_ENQUEUED_SHORT = re.compile(
+    r"last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?(?:work:?\s*)?(-?\d+)", re.IGNORECASE
+)
+#: a rank named inside a line no prefix assigned (``[Rank 1] Last enqueued NCCL work: …``)
+_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
+#: the rank the others wait for, named by the waiting side: the NCCL unique id it never published
+#: in the store, or Horovod's stall inspector listing every rank ready but it
+_WAITED_FOR = re.compile(r"retrieving ncclUniqueId from \[(\d+)\]|\[ready ranks: ([\d, ]+)\]")
+#: ``monitored_barrier``: "Rank 1 failed to pass monitoredBarrier in 30000 ms", "Ranks 1, 3 failed to pass …"
+_MONITORED = re.compile(
+    r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier|"
+    r"reached monitoredBarrier, but received errors while waiting for send/recv from rank (\d+)"
+)
+_MISMATCH = re.compile(
+    r"Rank (\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?OpType=(\w+)"
+    r"(?:, TensorShape=\[([^\]]*)\])?"
+)
+_DESYNC = re.compile(r"\[([\d, ]+)\] (?:finished collective #\d+, but didn't join|did not join|is not)")
+_STORE = re.compile(
+    r"waitForInput|[Ss]ocket [Tt]imeout|store->get\(|[Ww]ait timeout|Timed out initializing process group in store|"
+    r"store_based_barrier|TCPStore.*[Tt]imed? ?out|DistStoreError|client socket has timed out"
+)
+_GLOO = re.compile(
+    r"gloo.*(?:[Tt]imed out|[Tt]imeout(?!\s*[=:]?\s*\d))|Gloo .*timed out|Timed out waiting \d+ ?ms for (?:recv|send)|"
+    r"typically caused by a remote worker (?:hanging|crashing)"
+)
+#: a peer sent a different number of bytes than this rank expected (gloo's check)
+_SIZE_MISMATCH = re.compile(r"Received data size doesn't match expected size|op\.preamble\.length <= op\.nbytes")
+_WATCHDOG = re.compile(
+    r"Watchdog caught collective operation timeout|ProcessGroupNCCL's watchdog got stuck|"
+    r"Watchdog caught|[Hh]eartbeat monitor timed out|collective operation timeout"
+)
+#: a framework's own cross-rank consistency check failed: the ranks built or run different things
+#: (DDP's model check, DeepSpeed's ZeRO-3 trace check, TensorFlow's collective shape check, fairseq)
+_DIVERGED = re.compile(
+    r"DDP expects same model across all ranks|[Dd]isagreement (?:on list length )?between rank ?\d+ and rank ?\d+|"
+    r"Collective ops is aborted by: Shape mismatch|all_gather_list requires all workers to enter"
+)
+#: other hang reports: DeepEP's dispatch/combine receivers timing out, the NCCL watchdog's own frame
+_OTHER_HANG = re.compile(
+    r"DeepEP (?:dispatch|combine)\b.*\btimeout|DeepEP timeout check failed|DeepEP error: timeout|WorkNCCL::checkTimeout"
+)
+#: Horovod's stall inspector lists, after "Missing ranks:" / "Stalled ranks:", one line per rank with
+#: the tensors that rank has not submitted (``3: [allreduce.noname.12, broadcast.w_0]``)
+#: (a launcher-prefix reader files such a line under rank N, as ``[allreduce.noname.12, …]``)
+_STALL_HEAD = re.compile(r"(?:Missing|Stalled) ranks:\s*$")
+_STALL_ENTRY = re.compile(r"^\s*(?:\d+: )?\[([^\]]*)\]\s*$")
+_FIRST_DUMP = "First PG on this rank to signal dumping"
+_FOLLOWER = "Observed flight recorder dump signal from another rank"
+_NRANKS = re.compile(r"\bnranks (\d+)\b|\bWORLD_SIZE=(\d+)|\bworld[_ ]size[=: ]+(\d+)", re.IGNORECASE)
+_CONTEXT = {
+    "zero3": re.compile(
+        r"zero_optimization.*stage\"?:? ?3|ZeRO[- ]?(?:stage[- ]?)?3|stage3_|partitioned_param|"
+        r"fetch_sub_module|zero/partition|deepspeed_zero3|Invalidate trace cache",
+        re.IGNORECASE,
+    ),
+    "fsdp": re.compile(r"\bFSDP|fully_shard|FullyShardedDataParallel|distributed/fsdp/"),
+    "moe": re.compile(
+        r"\bMoE\b|moe_|/moe/|token_dispatch|expert[_ ]parallel|num_experts|deep_ep|DeepEP", re.IGNORECASE
+    ),
+    "pipeline": re.compile(
+        r"pipeline[_-]model[_-]parallel|PipelineEngine|pipe/engine|p2p_communication|"
+        r"pipeline_parallel|\bPP=\d|pp_size|send_forward|recv_forward",
+        re.IGNORECASE,
+    ),
+}
+_FRAME_HINT = ('File "', ".py:")
+#: a line none of these substrings occurs in can match none of the specific patterns above
+_KEYS = re.compile(
+    r"atchdog|eartbeat|operation timeout|\[PG |nqueued|First PG|Observed flight|between collectives|"
+    r"CollectiveFingerPrint|didn't join|lagging|issing ranks|waitForInput|ocket|ait timeout|imed out|store|Store|"
+    r"loo|remote worker|data size|preamble"
+)
+_CONTEXT_HINT = re.compile(
+    r"zero|stage3|partition|fetch_sub|trace cache|fsdp|fully_?shard|moe|expert|dispatch|"
+    r"deep_?ep|pipe|p2p|pp[=_ ]|send_forward|recv_forward",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class RankFacts:
+    """What one stream says of itself (filled in as the scan reads it)."""
+
+    frames: list[Frame] = field(default_factory=list)
+    parked: str | None = None  # from a stack dump: the collective call it waits in, "" outside any
+    parked_by: str | None = None  # the program's function that made that call
+    pg: str | None = None
+    enqueued: tuple[int, int] | None = None
+    dump_role: str | None = None
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class StreamScan:
+    """What the lines of all streams say, before they are set side by side."""
+
+    facts: dict[StreamKey, RankFacts]  #: per stream, in the bundle's order
+    signals: frozenset[str]  #: the signals lines and stacks show by themselves
+    mismatch_ranks: dict[int, tuple[str, str]]  #: rank -> (op, tensor shape) the mismatch check names
+    desync_ranks: tuple[int, ...]  #: ranks a desync report or ``monitored_barrier`` names as lagging
+    waited_for: tuple[int, ...]  #: ranks the others wait for in the store (their NCCL id)
+    ready: frozenset[int]  #: ranks Horovod's stall inspector lists as ready
+    text_enqueued: dict[int, tuple[int, int]]  #: (last enqueued, last completed) of a rank a line names
+    world: int  #: the largest world size a line states (0: none)
+    size_mismatch: bool  #: a transport saw a message of another size than the posted buffer
+    global_frames: tuple[Frame, ...]  #: frames of the streams that are no rank's
+
+
+def _stall_ranks_differ(bundle: LogBundle) -> bool:
+    """Does a Horovod stall report list ranks waiting for different tensors (the ranks submitted
+    different collectives, not merely a subset of ranks the same one)? The report's per-rank lines
+    follow its "Missing ranks:" line (a reader may file them under the rank a prefix names)."""
+    heads: list[tuple[str, int]] = []
+    for stream in bundle.streams.values():
+        heads.extend(
+            (line.source, line.lineno)
+            for line in stream.lines
+            if "ranks:" in line.text and _STALL_HEAD.search(line.text)
+        )
+    if not heads:
+        return False
+    entries: dict[tuple[str, int], str] = {}
+    for stream in bundle.streams.values():
+        for line in stream.lines:
+            if line.text.endswith("]") and "[" in line.text:
+                m = _STALL_ENTRY.match(line.text)
+                if m:
+                    entries[(line.source, line.lineno)] = m.group(1).strip()
+    for source, at in heads:
+        waiting: set[str] = set()
+        n = at + 1
+        while (source, n) in entries:
+            waiting.add(entries[(source, n)])
+            n += 1
+        if len(waiting) > 1:
+            return True
+    return False
+
+
+def scan_streams(bundle: LogBundle) -> StreamScan:
+    """Read every stream's lines once (the specific patterns only on the few candidate lines)."""
+    signals: set[str] = set()
+    facts: dict[StreamKey, RankFacts] = {}
+    mismatch_ranks: dict[int, tuple[str, str]] = {}
+    desync_ranks: list[int] = []
+    waited_for: list[int] = []
+    ready: set[int] = set()
+    text_enqueued: dict[int, tuple[int, int]] = {}
+    world = 0
+    size_mismatch = False  # a transport saw a message of another size than the posted buffer
+    global_frames: list[Frame] = []
+    for key, stream in bundle.streams.items():
+        f = facts.setdefault(key, RankFacts())
+        frame_lines: list[str] = []
+        interrupted = False  # the user stopped the run (Ctrl-C): its traceback shows where it waited
+        fatal = False  # faulthandler printed the stacks because of a crash (a signal), not a stall
+        for line in stream.lines:
+            text = line.text
+            if "KeyboardInterrupt" in text:
+                interrupted = True
+            elif "Fatal Python error" in text:
+                fatal = True
+            if any(h in text for h in _FRAME_HINT) or text.lstrip().startswith("Thread "):
+                frame_lines.append(text)
+            if (
+                not line.salient
+                and "nranks" not in text
+                and "WORLD_SIZE" not in text
+                and "nqueued" not in text
+                and "ready ranks" not in text
+                and "Stalled ops" not in text
+                and "by subset of ranks" not in text
+                and "monitoredBarrier" not in text
+                and "DeepEP" not in text
+                and "checkTimeout" not in text
+            ):
+                continue
+            if "nranks" in text or "orld" in text:
+                m = _NRANKS.search(text)
+                if m:
+                    world = max(world, int(next(g for g in m.groups() if g)))
+            if _KEYS.search(text):  # one cheap pass; the specific patterns only on candidate lines
+                if _WATCHDOG.search(text):
+                    f.timed_out = True
+                    signals.add("hang")
+                pm = _PG.search(text)
+                if pm:
+                    f.pg = pm.group(1) or pm.group(5)
+                em = _ENQUEUED.search(text) or _ENQUEUED_SHORT.search(text)
+                if em:
+                    g = em.groups()
+                    f.enqueued = (int(g[-2]), int(g[-1]))
+                    rm = _RANK_IN_TEXT.search(text) if not isinstance(key, int) else None
+                    if rm:
+                        text_enqueued[int(rm.group(1))] = f.enqueued
+                if _FIRST_DUMP in text:
+                    f.dump_role = "first"
+                    signals.add("own-watchdog-first")
+                elif _FOLLOWER in text and f.dump_role is None:
+                    f.dump_role = "follower"
+                if "mismatch between collectives" in text or "CollectiveFingerPrint(" in text:
+                    signals.update(("mismatch-report", "hang"))
+                    for mm in _MISMATCH.finditer(text):
+                        mismatch_ranks[int(mm.group(1))] = (mm.group(3), mm.group(4) or "")
+                if "didn't join" in text or "lagging/dead/mismatched" in text or "missing ranks" in text:
+                    signals.update(("desync-report", "hang"))
+                    dm = _DESYNC.search(text)
+                    if dm:
+                        desync_ranks.extend(int(x) for x in dm.group(1).replace(" ", "").split(",") if x)
+                if _STORE.search(text):
+                    signals.update(("store-timeout", "hang"))
+                    f.timed_out = True
+                if _GLOO.search(text):
+                    signals.update(("gloo-timeout", "hang"))
+                    f.timed_out = True
+                if _SIZE_MISMATCH.search(text):
+                    signals.update(("same-seq-diff-op", "hang"))
+                    size_mismatch = True
+            if "ready ranks:" in text or "Stalled ops" in text or "by subset of ranks" in text:
+                signals.add("hang")  # Horovod's stall inspector: ranks wait for the rest
+            elif "Horovod has been shut down" in text:
+                signals.add("hang")  # a rank left while the others still issued collectives
+            if (
+                "isagreement" in text or "same model" in text or "Collective ops" in text or "all_gather_list" in text
+            ) and (_DIVERGED.search(text)):
+                signals.update(("rank-divergence", "hang"))
+            if ("DeepEP" in text or "checkTimeout" in text) and _OTHER_HANG.search(text):
+                signals.add("hang")
+                if "DeepEP" in text:
+                    signals.update(("alltoall", "moe"))
+            if "monitoredBarrier" in text:
+                mb = _MONITORED.search(text)
+                if mb:  # torch's monitored_barrier names the ranks that never arrived
+                    signals.update(("desync-report", "barrier", "hang"))
+                    desync_ranks.extend(int(x) for x in re.findall(r"\d+", mb.group(1) or mb.group(2)))
+            if "ncclUniqueId from [" in text or "ready ranks:" in text:
+                wm = _WAITED_FOR.search(text)
+                if wm and wm.group(1) is not None:
+                    waited_for.append(int(wm.group(1)))
+                elif wm:
+                    ready.update(int(x) for x in wm.group(2).replace(" ", "").split(",") if x)
+            if _CONTEXT_HINT.search(text):
+                for name, rx in _CONTEXT.items():
+                    if name not in signals and rx.search(text):
+                        signals.add(name)
+        fr = parse_frames(frame_lines)
+        if fr:
+            _read_stacks(key, f, fr, signals, interrupted=interrupted, fatal=fatal)
+        if isinstance(key, int):
+            f.frames = fr
+        else:
+            global_frames.extend(fr)
+    if _stall_ranks_differ(bundle):
+        signals.update(("same-seq-diff-op", "hang"))
+    return StreamScan(
+        facts=facts,
+        signals=frozenset(signals),
+        mismatch_ranks=mismatch_ranks,
+        desync_ranks=tuple(desync_ranks),
+        waited_for=tuple(waited_for),
+        ready=frozenset(ready),
+        text_enqueued=text_enqueued,
+        world=world,
+        size_mismatch=size_mismatch,
+        global_frames=tuple(global_frames),
+    )
+
+
+def _read_stacks(
+    key: StreamKey, f: RankFacts, fr: list[Frame], signals: set[str], *, interrupted: bool, fatal: bool
+) -> None:
+    """What one stream's stack frames say: where the rank is parked, and the signals they show."""
+    signals.add("frames")
+    dumped = live_stacks(fr, interrupted=interrupted, fatal=fatal)
+    if dumped:
+        waits_in = collective_call(dumped)
+        if waits_in is not None:
+            signals.add("hang")  # a stack dump shows the rank waiting in a collective
+        if isinstance(key, int):
+            f.parked = waits_in or ""
+            f.parked_by = collective_caller(dumped)
+    elif f.timed_out and isinstance(key, int):
+        # a rank whose collective timed out raised from inside it: the traceback names the call
+        raised = [x for x in fr if x.kind == "traceback"]
+        f.parked = collective_call(raised)
+        f.parked_by = collective_caller(raised)
+    if any(x.kind == "py-spy" for x in fr):
+        signals.add("py-spy")
+    for x in fr:
+        for name, rx in _CONTEXT.items():
+            if name not in signals and rx.search(x.file + " " + x.function):
+                signals.add(name)
