@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         batch=args.batch.name,
         model_id=model.model_id,
         note=args.note,
+        confidence_map=model.confidence_map if model.confidence_map != (1.0, 0.0) else None,
     )
     print(f"{args.batch.name}  model {model.model_id}  -> {path}")
     _print_table(summarise(rows))

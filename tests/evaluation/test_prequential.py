@@ -122,3 +122,38 @@ def test_the_recalibration_is_judged_on_batches_it_was_not_fitted_on(tmp_path: P
     # with two batches the other one holds too few answers to fit on: nothing changes
     two = confidence_map_check(tmp_path, among={"collected-b0.jsonl", "collected-b1.jsonl"})
     assert two is not None and two["ece_after"] == two["ece_before"]
+
+
+def test_a_batch_scored_by_a_recalibrated_model_enters_the_fit_on_the_heads_scale(tmp_path: Path) -> None:
+    """The new map is applied to the head's confidences: a batch whose stated confidences already
+    went through the scoring model's map must be fitted on what the head said, not on those."""
+    first_map = (0.5, -0.2)
+
+    def stated(c: float) -> float:
+        return float(1 / (1 + np.exp(-(first_map[0] * np.log(c / (1 - c)) + first_map[1]))))
+
+    raw_dir, mixed_dir = tmp_path / "raw", tmp_path / "mixed"
+    for b in range(3):  # the head says 0.95 and is right 70% of the time, says 0.6 and is right 50%
+        rows = [(i, "cuda-oom" if i < 7 else "host-oom", 0.95) for i in range(10)]
+        rows += [(100 + i, "cuda-oom" if i < 5 else "host-oom", 0.6) for i in range(10)]
+        raw = [_row(10 * b + i, "cuda-oom", p, c) for i, p, c in rows]
+        when = f"2026-12-0{b + 1}T00:00:00"
+        _write(raw_dir, f"collected-b{b}.jsonl", f"m{b}", when, raw)
+        if b == 2:  # the newest batch was scored by a model that recalibrated its confidences
+            out = write_prequential(
+                [_row(10 * b + i, "cuda-oom", p, stated(c)) for i, p, c in rows],
+                mixed_dir / f"collected-b{b}.jsonl__m{b}.json",
+                batch=f"collected-b{b}.jsonl",
+                model_id=f"default@m{b}",
+                confidence_map=first_map,
+            )
+            payload = json.loads(out.read_text())
+            assert payload["confidence_map"] == list(first_map)
+            payload["scored_at"] = when
+            out.write_text(json.dumps(payload))
+        else:
+            _write(mixed_dir, f"collected-b{b}.jsonl", f"m{b}", when, raw)
+    on_raw, on_mixed = fit_confidence_map(raw_dir), fit_confidence_map(mixed_dir)
+    assert on_raw is not None and on_mixed is not None
+    assert on_mixed[0] == pytest.approx(on_raw[0], abs=1e-4)
+    assert on_mixed[1]["ece_before"] == pytest.approx(on_raw[1]["ece_before"], abs=1e-4)

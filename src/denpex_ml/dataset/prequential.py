@@ -105,12 +105,24 @@ def summarise(rows: Sequence[PrequentialRow]) -> dict[str, Any]:
     return out
 
 
-def write_prequential(rows: Sequence[PrequentialRow], out: Path, *, batch: str, model_id: str, note: str = "") -> Path:
-    """Write ``{batch, model_id, summary, rows}`` as JSON to ``out``; returns the path."""
+def write_prequential(
+    rows: Sequence[PrequentialRow],
+    out: Path,
+    *,
+    batch: str,
+    model_id: str,
+    note: str = "",
+    confidence_map: tuple[float, float] | None = None,
+) -> Path:
+    """Write ``{batch, model_id, confidence_map, summary, rows}`` as JSON to ``out``; returns the
+    path. ``confidence_map`` is the scoring model's recalibration ``(a, b)`` (``None`` for none):
+    the rows' confidences are stated after it, and a later fit must undo it first
+    (:func:`fit_confidence_map`)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "batch": batch,
         "model_id": model_id,
+        "confidence_map": None if confidence_map is None else [float(confidence_map[0]), float(confidence_map[1])],
         "note": note,
         "scored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "summary": summarise(rows),
@@ -259,19 +271,25 @@ def confidence_map_check(
 def _answered_by_batch(
     directory: str | Path, *, last: int, among: Collection[str] | None
 ) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """Per pooled batch: its name, the stated confidence of its answers (abstentions and errors
-    left out) and whether each was right."""
+    """Per pooled batch: its name, the head's confidence of its answers (abstentions and errors
+    left out) and whether each was right. A batch scored by a recalibrated model states its
+    confidences after that model's map (the file's ``confidence_map``); it is undone here, so that
+    every batch enters the fit on the scale the new map will be applied to - the head's own."""
     pooled = pool_latest(directory, last=last, among=among)
     if pooled is None:
         return []
     out = []
     for name, f in zip(pooled["batches"], pooled["files"], strict=True):
+        payload = json.loads((Path(directory) / f).read_text(encoding="utf-8"))
         rows = [
             r
-            for r in json.loads((Path(directory) / f).read_text(encoding="utf-8"))["rows"]
+            for r in payload["rows"]
             if r.get("predicted") not in (UNKNOWN_ID, "error") and r.get("confidence") is not None
         ]
         c = np.clip(np.array([float(r["confidence"]) for r in rows], dtype=float), 1e-6, 1 - 1e-6)
+        stated_by = payload.get("confidence_map")
+        if stated_by:
+            c = np.clip(_undo_map(c, float(stated_by[0]), float(stated_by[1])), 1e-6, 1 - 1e-6)
         out.append((name, c, np.array([r["predicted"] == r["label"] for r in rows], dtype=int)))
     return out
 
@@ -292,6 +310,11 @@ def _fit_map(c: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
 
 def _apply_map(c: np.ndarray, a: float, b: float) -> np.ndarray:
     return np.asarray(1 / (1 + np.exp(-(a * np.log(c / (1 - c)) + b))))
+
+
+def _undo_map(c: np.ndarray, a: float, b: float) -> np.ndarray:
+    """The confidence before :func:`_apply_map` with ``(a, b)`` (``a > 0``)."""
+    return np.asarray(1 / (1 + np.exp(-((np.log(c / (1 - c)) - b) / a))))
 
 
 def _row_from_dict(r: dict[str, Any], fields: set[str]) -> PrequentialRow:
