@@ -206,3 +206,18 @@ def test_pytorch_xla_names_the_device_ordinal_whose_process_failed() -> None:
     )
     v = verdict(text, "host-oom")
     assert v.rank == 6 and "launcher" in v.reason
+
+
+def test_the_only_rank_a_log_shows_is_named_unless_it_only_waited() -> None:
+    # one rank's output pasted: its NCCL error is its own failure, even without a fingerprint of the diagnosis
+    own = (
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "repro.py", line 12, in <module>\n'
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: NCCLUtils.cpp:77, unhandled cuda error\n"
+    )
+    v = verdict(own, "cuda-driver-mismatch")
+    assert v.rank == 0 and "only rank" in v.reason
+    # no diagnosis, no rank; and a lone rank that only timed out waiting (no evidence of the
+    # diagnosed failure of its own) names no one
+    assert verdict(own, None).rank is None
+    assert verdict(wd(3, 57), "cuda-oom").rank is None

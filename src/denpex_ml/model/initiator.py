@@ -144,6 +144,11 @@ def find_initiator(
         if failed is not None:
             score[failed.rank] = 0.6
             why[failed.rank].append(failed.reason + " (no other evidence)")
+    if not score and label is not None and len(ranks) == 1 and ranks[0] not in timeouts:
+        # one rank's output pasted (the usual excerpt of a failed job): the failure is that rank's,
+        # unless it says it only waited for the others (its own timeout)
+        score[ranks[0]] = 0.6
+        why[ranks[0]].append("the only rank the log shows, and it did not time out waiting for others")
     if not score:
         return InitiatorVerdict(None, "no rank shows a failure of its own", {})
     best = max(score.values())
