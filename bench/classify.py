@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.common import machine_info
 from bench.gen_log import culprit_rank, parse_size, write_interleaved_log
-from bench.ingest import machine_info
 
 __all__ = ["bench_job", "job_log", "main", "markdown_table", "run_classify_once"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -14,9 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import machine_info
-
-__all__ = ["MB", "REPO", "machine_notes", "median", "progress", "run_json_worker"]
+__all__ = ["MB", "REPO", "machine_info", "machine_notes", "median", "progress", "run_json_worker"]
 
 MB = 1_000_000  # every MB in the reports is decimal (10^6 bytes)
 REPO = Path(__file__).resolve().parent.parent
@@ -77,8 +76,66 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _mem_total_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) * 1024 / 1e9, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _git_info() -> dict[str, object]:
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    status = git("status", "--porcelain", "--", "src")
+    return {"commit": git("rev-parse", "HEAD"), "src_dirty": bool(status) if status is not None else None}
+
+
+def machine_info() -> dict[str, object]:
+    """Cores, CPU model, Python and library versions, git commit."""
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions: dict[str, str | None] = {}
+    for mod in ("numpy", "re2", "psutil"):
+        try:
+            from importlib.metadata import version
+
+            versions[mod] = version({"re2": "google-re2"}.get(mod, mod))
+        except Exception:
+            versions[mod] = None
+    try:
+        from importlib.metadata import version
+
+        versions["denpex_ml"] = version("denpex_ml")
+    except Exception:
+        versions["denpex_ml"] = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": model,
+        "mem_total_gb": _mem_total_gb(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "python_impl": platform.python_implementation(),
+        "versions": versions,
+        "git": _git_info(),
+    }
+
+
 def machine_notes() -> dict[str, Any]:
-    """``bench.ingest.machine_info()`` plus the versions of everything the benchmark times."""
+    """``machine_info()`` plus the versions of everything the benchmark times."""
     info = machine_info()
     info["versions"] = {name: _version(dist) for name, dist in _DISTRIBUTIONS.items()}
     return info

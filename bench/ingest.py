@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -27,12 +26,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.common import MB, REPO, machine_info
 from bench.gen_log import GENERATOR_VERSION, culprit_rank, parse_size, write_interleaved_log
 
-__all__ = ["machine_info", "main", "run_grep_once", "run_ingest_once"]
-
-MB = 1_000_000  # throughput and RSS are reported in decimal megabytes
-REPO = Path(__file__).resolve().parent.parent
+__all__ = ["main", "run_grep_once", "run_ingest_once"]
 
 
 def _progress(msg: str) -> None:
@@ -102,65 +99,6 @@ def run_grep_once(path: Path) -> dict[str, float]:
     wall = time.perf_counter() - t0
     count = sum(int(line.rsplit(b":", 1)[-1]) for line in done.stdout.splitlines() if line.strip())
     return {"wall_s": wall, "count": count}
-
-
-# -- context -----------------------------------------------------------------------------------
-def machine_info() -> dict[str, object]:
-    """Cores, CPU model, Python and library versions, git commit."""
-    model = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    versions: dict[str, str | None] = {}
-    for mod in ("numpy", "re2", "psutil"):
-        try:
-            from importlib.metadata import version
-
-            versions[mod] = version({"re2": "google-re2"}.get(mod, mod))
-        except Exception:
-            versions[mod] = None
-    try:
-        from importlib.metadata import version
-
-        versions["denpex_ml"] = version("denpex_ml")
-    except Exception:
-        versions["denpex_ml"] = None
-    return {
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": model,
-        "mem_total_gb": _mem_total_gb(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "python_impl": platform.python_implementation(),
-        "versions": versions,
-        "git": _git_info(),
-    }
-
-
-def _mem_total_gb() -> float | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) * 1024 / 1e9, 1)
-    except OSError:
-        pass
-    return None
-
-
-def _git_info() -> dict[str, object]:
-    def git(*args: str) -> str | None:
-        try:
-            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return None
-
-    status = git("status", "--porcelain", "--", "src")
-    return {"commit": git("rev-parse", "HEAD"), "src_dirty": bool(status) if status is not None else None}
 
 
 # -- orchestration -------------------------------------------------------------------------------
