@@ -7,6 +7,7 @@ zero-shot, GPUAlert wiring), :mod:`.measures` (metrics of one system on one data
 
 from __future__ import annotations
 
-from denpex_ml.evaluation.run import EvalConfig, EvalResult, evaluate, run_eval
+from denpex_ml.evaluation.result import EvalConfig, EvalResult
+from denpex_ml.evaluation.run import evaluate, run_eval
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate", "run_eval"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from denpex_ml.evaluation.datasets import GATE_PER_CLASS
 
 if TYPE_CHECKING:
-    from denpex_ml.evaluation.run import EvalConfig, EvalResult
+    from denpex_ml.evaluation.result import EvalConfig, EvalResult
 
 __all__ = [
     "GATE_METRICS",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from denpex_ml.evaluation.run import EvalResult
+    from denpex_ml.evaluation.result import EvalResult
 
 __all__ = ["write_plots"]
 

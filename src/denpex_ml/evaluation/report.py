@@ -12,7 +12,7 @@ from denpex_ml.evaluation.plots import safe_name
 from denpex_ml.taxonomy.groups import GROUPS
 
 if TYPE_CHECKING:
-    from denpex_ml.evaluation.run import EvalResult
+    from denpex_ml.evaluation.result import EvalResult
 
 __all__ = ["HEADLINE", "render_markdown", "write_report"]
 
