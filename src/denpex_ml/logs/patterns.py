@@ -18,6 +18,9 @@ True
 from __future__ import annotations
 
 import re
+from typing import Any
+
+import re2
 
 __all__ = [
     "CTIME_TIMESTAMP",
@@ -30,6 +33,8 @@ __all__ = [
     "RANK_TAG",
     "SYSLOG_LINE_TIME",
     "SYSLOG_TIMESTAMP",
+    "AsciiScreen",
+    "ascii_screen_source",
     "template",
 ]
 
@@ -95,3 +100,94 @@ def template(text: str) -> str:
     if "  " in text or "\t" in text:
         text = _SPACES.sub(" ", text)
     return text.strip()[:400]
+
+
+# -- RE2 screens of Python patterns on ASCII text -----------------------------------------------
+#: what Python's ``\s`` matches in ASCII text (RE2's ``\s`` lacks \v and \x1c-\x1f)
+_ASCII_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f "
+
+
+def ascii_screen_source(pattern: str, flags: int = 0) -> str | None:
+    r"""RE2 source that matches, in ASCII text, wherever the Python ``pattern`` (with ``flags``)
+    does, or more; ``None`` when the pattern or a flag has no such reading (verbose patterns).
+
+    On ASCII text RE2 and Python read every construct here alike (``\w``, ``\d``, ``\b`` and
+    case folding are ASCII's in both) but ``\s``, which is written out; constructs RE2 lacks
+    (look-arounds, back-references) make the compilation fail, and the caller does without.
+
+    >>> print(ascii_screen_source(r"a\s+[\sb]", re.IGNORECASE))
+    (?i)a[\t\n\x0b\x0c\r\x1c-\x1f ]+[\t\n\x0b\x0c\r\x1c-\x1f b]
+    """
+    if flags & re.VERBOSE or "{," in pattern:  # RE2 reads "{,n}" as text, Python as "{0,n}"
+        return None
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            e = pattern[i + 1]
+            if e == "s":
+                out.append(_ASCII_SPACE if in_class else f"[{_ASCII_SPACE}]")
+            else:
+                out.append(c + e)
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":  # a "]" first in a class is a literal
+                j += 1
+            out.append(pattern[i:j])
+            i = j
+            continue
+        out.append(c)
+        i += 1
+    prefix = "".join(f for flag, f in ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s")) if flags & flag)
+    return (f"(?{prefix})" if prefix else "") + "".join(out)
+
+
+_SCREEN_OPTIONS = re2.Options()
+_SCREEN_OPTIONS.log_errors = False
+_SCREEN_UNANCHORED = re2._Anchor.UNANCHORED
+
+
+class AsciiScreen:
+    """``rx.search(text) is not None`` for a Python pattern ``rx``, with ASCII text of one line first
+    read by an RE2 version of it (:func:`ascii_screen_source`): where RE2 finds nothing, nothing is
+    there (Python's ``re`` is slow to say so: an alternation without a literal prefix, or
+    case-insensitive, is tried at every position); ``rx`` decides on the rest. (Text holding a
+    newline goes to ``rx``: Python's ``$`` also matches before a final newline, RE2's does not.)
+
+    >>> AsciiScreen(re.compile(r"fsdp|moe", re.IGNORECASE)).search("MoE layer")
+    True
+    """
+
+    __slots__ = ("_match", "rx")
+
+    def __init__(self, rx: re.Pattern[str]) -> None:
+        self.rx = rx
+        self._match: Any = None
+        source = ascii_screen_source(rx.pattern, rx.flags)
+        if source is not None:
+            try:
+                self._match = re2.compile(source.encode("ascii"), options=_SCREEN_OPTIONS)._regexp.Match
+            except (re2.error, UnicodeEncodeError):
+                self._match = None
+
+    def search(self, text: str) -> bool:
+        match = self._match
+        if match is not None and text.isascii() and "\n" not in text:
+            data = text.encode("ascii")
+            if match(_SCREEN_UNANCHORED, data, 0, len(data))[0][0] == -1:
+                return False
+        return self.rx.search(text) is not None
