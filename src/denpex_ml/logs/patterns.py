@@ -18,6 +18,7 @@ True
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import re2
@@ -36,6 +37,7 @@ __all__ = [
     "AsciiScreen",
     "ascii_screen_source",
     "template",
+    "templates",
 ]
 
 #: an ISO-8601 date and time, with optional fraction and zone (``2024-04-19 10:42:31,123``, ``...T...Z``)
@@ -68,6 +70,14 @@ HOST_PREFIX_SCREEN = r"\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z
 NCCL_HOST = r"[A-Za-z0-9][\w.-]*"
 
 
+_SCREEN_OPTIONS = re2.Options()
+_SCREEN_OPTIONS.log_errors = False
+_BYTE_OPTIONS = re2.Options()  # each byte a character: any input, valid UTF-8 or not
+_BYTE_OPTIONS.log_errors = False
+_BYTE_OPTIONS.encoding = re2.Options.Encoding.LATIN1
+_SCREEN_UNANCHORED = re2._Anchor.UNANCHORED
+
+
 # -- the line template ------------------------------------------------------------------------
 _GLOG_HEADER = re.compile(r"^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d+ +(?:\d+ )?[\w.-]+:\d+\] ?")
 _LEADING_TS = re.compile(r"^\[?" + ISO_TIMESTAMP + r"\]?[ \t]*|^" + SYSLOG_TIMESTAMP + " ")
@@ -90,16 +100,78 @@ def template(text: str) -> str:
     >>> template("[E419 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank 3] ran for 600011 ms on node-2")
     '[Rank <n>] ran for <n> ms on <node>'
     """
+    return _template(text, _TEMPLATE_RULES)
+
+
+def _template(text: str, rules: tuple[tuple[str, re.Pattern[str], str], ...]) -> str:
     for rx in (_LEADING_TS, _GLOG_HEADER):
         m = rx.match(text)
         if m:
             text = text[m.end() :]
-    for needle, rx, repl in _TEMPLATE_RULES:
+    for needle, rx, repl in rules:
         if needle in text:
             text = rx.sub(repl, text)
     if "  " in text or "\t" in text:
         text = _SPACES.sub(" ", text)
     return text.strip()[:400]
+
+
+#: RE2 on UTF-8 bytes, matching in a line wherever the uuid rule (resp. the path rule) could match
+#: in its text as the rules before it leave it: those rules only cut a leading prefix or put
+#: "<...>" tokens in, and neither rule's match can hold a "<" or ">", so such a match lies in the
+#: line's own text; the screens drop the word boundaries and read the path's runs as any bytes
+#: but "/" and newlines.
+_UUID_SCREEN = b"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_PATH_SCREEN = b"/[^/\n]+/[^/\n]+/[^/\n]"
+_UUID_RULE = next(i for i, (_, _, repl) in enumerate(_TEMPLATE_RULES) if repl == "<uuid>")
+_PATH_RULE = next(i for i, (_, _, repl) in enumerate(_TEMPLATE_RULES) if repl.startswith("<path>"))
+#: the template rules without the uuid rule, without the path rule, without both
+_RULES_WITHOUT: dict[tuple[bool, bool], tuple[tuple[str, re.Pattern[str], str], ...]] = {
+    (uuid, path): tuple(
+        r for i, r in enumerate(_TEMPLATE_RULES) if (i != _UUID_RULE or uuid) and (i != _PATH_RULE or path)
+    )
+    for uuid in (False, True)
+    for path in (False, True)
+}
+_LINES_SCREENS: dict[bytes, Any] = {}
+
+
+def _screened_lines(pattern: bytes, data: bytes) -> set[int]:
+    """Indices of the lines of ``data`` (joined by newlines) in which the RE2 ``pattern`` (which
+    matches no newline) starts a match: one scan, the next line searched after each match's line."""
+    rx = _LINES_SCREENS.get(pattern)
+    if rx is None:
+        rx = re2.compile(b"(?:" + pattern + b")[^\n]*", options=_BYTE_OPTIONS)._regexp.Match
+        _LINES_SCREENS[pattern] = rx
+    found: set[int] = set()
+    size = len(data)
+    line = pos = last = 0
+    while pos < size:
+        start, stop = rx(_SCREEN_UNANCHORED, data, pos, size)[0]
+        if start == -1:
+            break
+        line += data.count(b"\n", last, start)
+        last = start
+        found.add(line)
+        pos = stop + 1
+    return found
+
+
+def templates(texts: Sequence[str]) -> list[str]:
+    """``[template(t) for t in texts]``; the two rules that rarely apply (uuids, paths) are tried
+    only on the lines that RE2 finds might hold one, by one scan over all the lines.
+
+    >>> templates(["id 0123abcd-0000-1111-2222-333344445555 at /a/b/c.py:3", "step 7"])
+    ['id <uuid> at <path>/c.py:<n>', 'step <n>']
+    """
+    joined = "\n".join(texts)
+    if len(texts) < 2 or joined.count("\n") != len(texts) - 1:  # a text holding a newline
+        return [template(t) for t in texts]
+    data = joined.encode("utf-8", "surrogatepass")
+    uuid = _screened_lines(_UUID_SCREEN, data)
+    path = _screened_lines(_PATH_SCREEN, data) if "/" in joined else set()
+    rules = _RULES_WITHOUT
+    return [_template(t, rules[i in uuid, i in path]) for i, t in enumerate(texts)]
 
 
 # -- RE2 screens of Python patterns on ASCII text -----------------------------------------------
@@ -154,11 +226,6 @@ def ascii_screen_source(pattern: str, flags: int = 0) -> str | None:
         i += 1
     prefix = "".join(f for flag, f in ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s")) if flags & flag)
     return (f"(?{prefix})" if prefix else "") + "".join(out)
-
-
-_SCREEN_OPTIONS = re2.Options()
-_SCREEN_OPTIONS.log_errors = False
-_SCREEN_UNANCHORED = re2._Anchor.UNANCHORED
 
 
 class AsciiScreen:
