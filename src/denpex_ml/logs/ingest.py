@@ -45,6 +45,7 @@ from denpex_ml.logs.patterns import (
     HOST_PREFIX_SCREEN,
     ISO_TS_PREFIX,
     RANK_TAG,
+    required_literals,
 )
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
 from denpex_ml.logs.secret_rules import _OPTIONS, _key_block_lines
@@ -540,7 +541,8 @@ class Builder:
         the global stream."""
         for key in [k for k in self.streams if isinstance(k, int)]:
             st = self.streams[key]
-            if not _AGENT_LINE.search("\n".join([it[2] for items in (st.head, st.salient, st.tail) for it in items])):
+            kept = "\n".join([it[2] for items in (st.head, st.salient, st.tail) for it in items])
+            if not any(lit in kept for lit in _AGENT_LITERALS) or not _AGENT_LINE.search(kept):
                 continue  # one search over the stream's kept lines (they hold no newline) finds none
             moved = 0
             parts = []
@@ -630,6 +632,8 @@ _AGENT_LINE = re.compile(
     r"\[launch\.py:\d+:\w+\]|deepspeed\.launcher\.launch|^srun: error:",
     re.MULTILINE,
 )
+#: one of these is in every line _AGENT_LINE matches (``in`` rules most streams out at C speed)
+_AGENT_LITERALS = required_literals(_AGENT_LINE) or ("",)
 
 
 _PROBE = re.compile(

@@ -36,6 +36,7 @@ __all__ = [
     "SYSLOG_TIMESTAMP",
     "AsciiScreen",
     "ascii_screen_source",
+    "required_literals",
     "template",
     "templates",
 ]
@@ -258,3 +259,39 @@ class AsciiScreen:
             if match(_SCREEN_UNANCHORED, data, 0, len(data))[0][0] == -1:
                 return False
         return self.rx.search(text) is not None
+
+
+def required_literals(rx: re.Pattern[str]) -> tuple[str, ...] | None:
+    r"""Literals of which every match of ``rx`` holds one: for each top-level alternative, its longest
+    run of literal characters (3 or more); ``None`` when an alternative has none, or the pattern
+    ignores case. Text holding none of them cannot match, and ``in`` says so at C speed.
+
+    >>> required_literals(re.compile(r"Fatal Python error: (?!Aborted)\w|^srun: error:", re.MULTILINE))
+    ('Fatal Python error: ', 'srun: error:')
+    """
+    import importlib
+
+    c: Any = importlib.import_module("re._constants")  # the parser re compiles with (Python >= 3.11)
+    try:
+        parsed = importlib.import_module("re._parser").parse(rx.pattern, rx.flags)
+    except (re.error, RecursionError):  # pragma: no cover - it compiled
+        return None
+    if parsed.state.flags & re.IGNORECASE:
+        return None
+    items = list(parsed)
+    branches = items[0][1][1] if len(items) == 1 and items[0][0] is c.BRANCH else [items]
+    found: list[str] = []
+    for branch in branches:
+        best = ""
+        run: list[str] = []
+        for op, arg in [*branch, (None, None)]:
+            if op is c.LITERAL:
+                run.append(chr(arg))
+                continue
+            if len(run) > len(best):
+                best = "".join(run)
+            run = []
+        if len(best) < 3:
+            return None
+        found.append(best)
+    return tuple(found)
