@@ -33,7 +33,7 @@ from denpex_ml.logs.columnar import (
     TRUNCATION_MARK_B,
     Block,
     iso_timestamps,
-    matching_lines,
+    matching_line_ends,
     rank_prefixes,
 )
 from denpex_ml.logs.launcher import LauncherParser
@@ -714,15 +714,15 @@ def _line_indices(pattern: Any, block: bytes) -> set[int]:
     with the default options, or a masking detector) starts a match: one scan of the block, no
     match objects."""
     if hasattr(pattern, "line_starts"):
-        starts = pattern.line_starts(block)
+        marks = pattern.line_starts(block)
     else:
-        starts = [start for start, _ in matching_lines(pattern.pattern, block)]
+        marks = matching_line_ends(pattern.pattern, block)  # a line's end is in it as its start is
     found: set[int] = set()
     line = 0
     pos = 0
-    for start in starts:
-        line += block.count(b"\n", pos, start)
-        pos = start
+    for at in marks:
+        line += block.count(b"\n", pos, at)
+        pos = at
         found.add(line)
     return found
 
