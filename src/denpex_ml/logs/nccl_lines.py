@@ -32,6 +32,12 @@ _NCCL_HOST_SPAN = re2.compile((NCCL_HOST + r":\d+:\d+ \[\d+\] NCCL").encode())  
 #: the first 256 characters (where the prefix parsers look for it), no space before it, ASCII
 #: digits for the process, thread and device, and " NCCL" right after the device.
 _PLAIN_HEAD = re.compile(rb"([A-Za-z][A-Za-z0-9_.-]{0,254}):[0-9]+:[0-9]+ \[[0-9]+\] NCCL")
+#: A line head up to its last " NCCL" in which _NCCL_HOST_SPAN matches once, its host first: a
+#: torchrun rank tag (which no match can start in: "]" ends every run of host characters there)
+#: or nothing, then host:pid:tid [dev] NCCL.
+_PLAIN_KEY = re.compile(
+    rb"(?:\[(?:rank|default)[0-9]+\]: ?)?([A-Za-z0-9][A-Za-z0-9_.-]*):[0-9]+:[0-9]+ \[[0-9]+\] NCCL"
+)
 
 
 def bare_nccl_hosts(raw: bytes, masker: Masker) -> dict[int, str] | None:
@@ -114,6 +120,11 @@ def nccl_hosts(data: bytes) -> set[bytes]:
             hit = data.find(b" NCCL", end)
             continue
         seen.add(key)
+        plain = _PLAIN_KEY.fullmatch(key)
+        if plain is not None:  # the one match there is: its host read off the key
+            found.add(plain.group(1))
+            hit = data.find(b" NCCL", end)
+            continue
         end = last
         while True:
             start, stop = match(_UNANCHORED, data, pos, end)[0]
