@@ -132,5 +132,10 @@ def test_templates_at_once_equal_one_by_one() -> None:
         "//x//y//z", "/x/y/z/", "x/0x12/y/z",
     ]  # fmt: skip
     texts += ["".join(rng.choice(parts) for _ in range(rng.randint(0, 10))) for _ in range(5000)]
+    # the same lines with other digits 1-9 (one template per digit-masked line, cached across calls)
+    variants = ["".join(rng.choice("123456789") if c in "123456789" else c for c in t) for t in texts]
     assert templates(texts) == [template(t) for t in texts]
+    assert templates(variants) == [template(t) for t in variants]
+    zeros = [t.replace("1", "0") for t in texts]  # the hex rule's "0x": a zero is not any digit
+    assert templates(zeros) == [template(t) for t in zeros]
     assert templates(["a\nb/c/d/e", "f"]) == [template("a\nb/c/d/e"), "f"]  # a text holding a newline

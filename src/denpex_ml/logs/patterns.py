@@ -158,21 +158,49 @@ def _screened_lines(pattern: bytes, data: bytes) -> set[int]:
     return found
 
 
-def templates(texts: Sequence[str]) -> list[str]:
-    """``[template(t) for t in texts]``; the two rules that rarely apply (uuids, paths) are tried
-    only on the lines that RE2 finds might hold one, by one scan over all the lines.
+#: ASCII digits 1-9 -> "1" (bytes.translate): a line's template depends on where its ASCII digits
+#: are and where its zeros are (the hex rule's "0x"), not on which other digits they are. Every
+#: rule reads 1-9 alike (``\\d``, ``[0-9a-f]``, ``\\w`` and ``\\b`` hold all of them, no pattern names
+#: one), no rule's output holds a digit, and the number rule replaces every digit the earlier rules
+#: leave: two lines that differ only in which of 1-9 their ASCII digits are have the same template
+#: (other digits, e.g. Arabic-Indic, stay).
+_DIGITS_TO_ONE = bytes.maketrans(b"23456789", b"11111111")
+#: template by digit-masked UTF-8 line, across calls (a pure function: the cache changes no
+#: answer); emptied when it reaches this many lines
+_TEMPLATE_CACHE: dict[bytes, str] = {}
+TEMPLATE_CACHE_LINES = 50_000
 
-    >>> templates(["id 0123abcd-0000-1111-2222-333344445555 at /a/b/c.py:3", "step 7"])
-    ['id <uuid> at <path>/c.py:<n>', 'step <n>']
+
+def templates(texts: Sequence[str]) -> list[str]:
+    """``[template(t) for t in texts]``, each distinct digit-masked line (see ``_DIGITS_TO_ONE``)
+    made once (a training loop's lines differ mostly in their numbers), and the two rules that
+    rarely apply (uuids, paths) tried only on the lines that RE2 finds might hold one, by one scan
+    over all the lines.
+
+    >>> templates(["id 0123abcd-0000-1111-2222-333344445555 at /a/b/c.py:3", "step 7", "step 8"])
+    ['id <uuid> at <path>/c.py:<n>', 'step <n>', 'step <n>']
     """
     joined = "\n".join(texts)
     if len(texts) < 2 or joined.count("\n") != len(texts) - 1:  # a text holding a newline
         return [template(t) for t in texts]
     data = joined.encode("utf-8", "surrogatepass")
-    uuid = _screened_lines(_UUID_SCREEN, data)
-    path = _screened_lines(_PATH_SCREEN, data) if "/" in joined else set()
+    keys = data.translate(_DIGITS_TO_ONE).split(b"\n")
+    cache = _TEMPLATE_CACHE
+    if len(cache) + len(texts) > TEMPLATE_CACHE_LINES:
+        cache.clear()
+    out: list[str] = []
+    uuid: set[int] | None = None
+    path: set[int] = set()
     rules = _RULES_WITHOUT
-    return [_template(t, rules[i in uuid, i in path]) for i, t in enumerate(texts)]
+    for i, (text, key) in enumerate(zip(texts, keys, strict=True)):
+        tpl = cache.get(key)
+        if tpl is None:
+            if uuid is None:  # the screens, once, when a line is not known already
+                uuid = _screened_lines(_UUID_SCREEN, data)
+                path = _screened_lines(_PATH_SCREEN, data) if "/" in joined else set()
+            tpl = cache[key] = _template(text, rules[i in uuid, i in path])
+        out.append(tpl)
+    return out
 
 
 # -- RE2 screens of Python patterns on ASCII text -----------------------------------------------
