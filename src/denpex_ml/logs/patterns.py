@@ -168,7 +168,7 @@ _DIGITS_TO_ONE = bytes.maketrans(b"23456789", b"11111111")
 #: template by digit-masked UTF-8 line, across calls (a pure function: the cache changes no
 #: answer); emptied when it reaches this many lines
 _TEMPLATE_CACHE: dict[bytes, str] = {}
-TEMPLATE_CACHE_LINES = 20_000
+TEMPLATE_CACHE_LINES = 10_000
 
 
 def templates(texts: Sequence[str]) -> list[str]:
