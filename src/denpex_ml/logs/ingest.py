@@ -446,17 +446,27 @@ class Builder:
         per stream, and per stream only the head, the tail and the salient lines become
         objects. Hosts in NCCL debug text are learned from one block-level scan.
         """
-        pairs = _FAST_LINE.findall(block)
-        if pairs and pairs[-1] == ("", "", ""):
-            pairs.pop()  # the empty match after the block's final newline
+        pairs: list[tuple[str, str, str]] | None = None
+        if file_rank is not None and "[rank" not in block and "[default" not in block:
+            # a rank's own file without rank tags: every line is kept whole (a timestamp stays at
+            # its start) in the file's stream, blank ones aside; no regex pass needed
+            texts = block.split("\n")
+            if block.endswith("\n"):
+                texts.pop()  # the empty "line" after the block's final newline
+            kept = [i for i, text in enumerate(texts) if text and not text.isspace()]
+        else:
+            pairs = _FAST_LINE.findall(block)
+            if pairs and pairs[-1] == ("", "", ""):
+                pairs.pop()  # the empty match after the block's final newline
+            n_prefixed = sum(1 for _, r, _ in pairs if r)
+            if n_prefixed:
+                self.bundle.formats["torchrun"] += n_prefixed
+            texts = [ts + rest if ts else rest for ts, _, rest in pairs]
+        n_block = len(texts)
         if b" NCCL" in raw and not line_hosts:  # with bare NCCL lines their hosts were learned in line order
             self._learn_nccl_hosts(raw, masker)
-        n_prefixed = sum(1 for _, r, _ in pairs if r)
-        if n_prefixed:
-            self.bundle.formats["torchrun"] += n_prefixed
         hits = _line_indices(masker.detector(), raw)
         salient = _line_indices(SALIENT, raw)
-        texts = [ts + rest if ts else rest for ts, _, rest in pairs]
         if hits:
             idx = sorted(i for i in hits if i < len(texts))
             for i, text in zip(idx, masker.mask_lines([texts[i] for i in idx]), strict=True):
@@ -465,6 +475,10 @@ class Builder:
             texts = [collapse_cr(t) if "\r" in t else t for t in texts]
         groups: dict[StreamKey, list[int]] = {}
         default_key: StreamKey = file_rank if file_rank is not None else GLOBAL_STREAM
+        if pairs is None:
+            if kept:
+                groups[default_key] = kept
+            pairs = []
         for i, (ts, r, rest) in enumerate(pairs):
             key: StreamKey
             if r:
@@ -512,7 +526,7 @@ class Builder:
             )
         if line_hosts:
             self._stream(default_key).hosts.update(line_hosts.values())
-        return lineno + len(pairs)
+        return lineno + n_block
 
     def _keep(self, key: StreamKey, source: str, lineno: int, text: str, host: str | None, salient: bool) -> None:
         st = self._stream(key)
