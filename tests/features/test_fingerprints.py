@@ -547,3 +547,38 @@ def test_tensorflow_and_jax_allocator_and_status_wordings_and_the_old_device_ord
 )
 def test_inference_engine_and_paddle_wordings_of_device_memory_exhausted(line: str) -> None:
     assert _entries(FingerprintMatcher(load_taxonomy()), line) == {"cuda-oom"}
+
+
+def test_required_literals_are_in_every_match() -> None:
+    """``required_literals`` (the screen of the Python-only fingerprints and of the launcher-line
+    pattern): every line of the real logs and fixtures that a pattern matches holds one of them."""
+    import json
+    import re
+    from pathlib import Path
+
+    from denpex_ml.logs.ingest import _AGENT_LINE
+    from denpex_ml.logs.patterns import required_literals
+
+    repo = Path(__file__).resolve().parents[2]
+    texts: set[str] = set()
+    for path in sorted((repo / "data" / "real").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                texts.update(json.loads(line)["log"].split("\n"))
+    for path in sorted((repo / "tests" / "fixtures").rglob("*.log")):
+        texts.update(path.read_text(encoding="utf-8", errors="replace").split("\n"))
+    patterns = [fp.regex for entry in load_taxonomy() for fp in entry.fingerprints] + [_AGENT_LINE]
+    checked = 0
+    for rx in patterns:
+        lits = required_literals(rx)
+        if lits is None:
+            continue
+        for text in texts:
+            if rx.search(text):
+                checked += 1
+                assert any(lit in text for lit in lits), (rx.pattern, lits, text)
+    assert checked > 1000
+    assert required_literals(re.compile("abc", re.IGNORECASE)) is None
+    assert required_literals(re.compile(r"ab\d|xyz")) is None  # "ab" is too short to screen
+    assert required_literals(re.compile(r"x(?:abc|abd)y|[0-9]+ items")) == ("xab", " items")  # re factors "ab" out
+    assert required_literals(re.compile(r"(?:abc|abd)xyz|[0-9]+ items")) == ("xyz", " items")

@@ -108,3 +108,34 @@ _ERROR_WORDS = st.sampled_from(
 def test_is_error_line_is_exception_re(text: str) -> None:
     """The RE2 screen lets through every line ``EXCEPTION_RE`` matches: the answer is Python's."""
     assert is_error_line(text) == bool(EXCEPTION_RE.search(text))
+
+
+def test_templates_at_once_equal_one_by_one() -> None:
+    """``templates`` (the uuid and path rules screened by RE2 over all lines) gives ``template`` of each."""
+    import json
+    import random
+    from pathlib import Path
+
+    from denpex_ml.logs.patterns import template, templates
+
+    repo = Path(__file__).resolve().parents[2]
+    texts: list[str] = []
+    for path in sorted((repo / "data" / "real").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                texts.extend(json.loads(line)["log"].split("\n"))
+    rng = random.Random(0)
+    parts = [
+        "0x1f", "0xdeadBEEF", "deadbeef-0000-1111-2222-333344445555", "DEADBEEF-0000-1111-2222-333344445555",
+        "abcdef01-", "-", "/", "/a", "/usr/lib/x.so", "node-12", "ip-3", "é", "٣", "/é/ü/ß", "<hex>", "  ", "\t",
+        "12.5", "a_b", "2024-05-02 10:00:00,123 ", "[I0501 17:04:45.000367 140230 run.py:779] ", "Apr  9 10:42:28 ",
+        "//x//y//z", "/x/y/z/", "x/0x12/y/z",
+    ]  # fmt: skip
+    texts += ["".join(rng.choice(parts) for _ in range(rng.randint(0, 10))) for _ in range(5000)]
+    # the same lines with other digits 1-9 (one template per digit-masked line, cached across calls)
+    variants = ["".join(rng.choice("123456789") if c in "123456789" else c for c in t) for t in texts]
+    assert templates(texts) == [template(t) for t in texts]
+    assert templates(variants) == [template(t) for t in variants]
+    zeros = [t.replace("1", "0") for t in texts]  # the hex rule's "0x": a zero is not any digit
+    assert templates(zeros) == [template(t) for t in zeros]
+    assert templates(["a\nb/c/d/e", "f"]) == [template("a\nb/c/d/e"), "f"]  # a text holding a newline

@@ -158,3 +158,49 @@ def test_nccl_hosts_equals_the_findall_it_replaces() -> None:
     for text in texts:
         raw = text.encode("utf-8", "replace")
         assert nccl_hosts(raw) == set(_NCCL_HOST_IN_TEXT.findall(raw))
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "gpu-node-7:1234:1290 [3] NCCL",
+        "Gpu7.cluster.local:1:2 [0] NCCL",
+        "a:0:0 [12] NCCL",
+        "h_1-b.c:99999:1 [7] NCCL",
+        "x" * 255 + ":1:2 [0] NCCL",
+    ],
+)
+def test_plain_nccl_head_reads_as_parse_prefix_does(head: str) -> None:
+    """A head the shortcut reads without ``parse_prefix`` gets the host ``parse_prefix`` gives it,
+    whatever follows it on the line; one it does not read is left to ``parse_prefix``."""
+    from denpex_ml.logs.nccl_lines import _PLAIN_HEAD
+    from denpex_ml.logs.prefixes import parse_prefix
+
+    m = _PLAIN_HEAD.fullmatch(head.encode())
+    assert m is not None
+    for rest in ("", " INFO Init COMPLETE", " WARN x: y", "X", " NCCL again"):
+        p = parse_prefix(head + rest)
+        assert p is not None and p.format == "nccl" and p.rank is None
+        assert p.host == m.group(1).decode()
+    for other in ("x" * 256 + ":1:2 [0] NCCL", "2024-05-02T10:42:28 [1] NCCL", "a b:1:2 [0] NCCL", "é:1:2 [0] NCCL"):
+        assert _PLAIN_HEAD.fullmatch(other.encode()) is None
+
+
+def test_nccl_hosts_plain_keys_equal_the_findall() -> None:
+    """Line heads read off without RE2 (``[rankN]:host:pid:tid [dev] NCCL``) and their near misses."""
+    import random
+
+    from denpex_ml.logs.nccl_lines import _NCCL_HOST_IN_TEXT, nccl_hosts
+
+    rng = random.Random(5)
+    heads = ["[rank3]:", "[rank3]: ", "[default12]:", "[rank]:", "[rank1]", "x [rank1]:", "[rank1]:[rank2]:", "", " "]
+    hosts = ["gpu-node-1", "10.0.0.1", "a", "Gpu_7.x", "-bad", ".x", "é", "h:1", "h]", ""]
+    tails = [" NCCL INFO x", " NCCL", " NCCL INFO NCCL version", "NCCL", " NCCLX", " foo NCCL", ""]
+    for _ in range(3000):
+        lines = [
+            f"{rng.choice(heads)}{rng.choice(hosts)}:{rng.choice(['1', '22', 'x', ''])}:{rng.choice(['3', ''])} "
+            f"[{rng.choice(['0', '12', 'a', ''])}]{rng.choice(tails)}"
+            for _ in range(rng.randint(1, 6))
+        ]
+        raw = "\n".join(lines).encode()
+        assert nccl_hosts(raw) == set(_NCCL_HOST_IN_TEXT.findall(raw)), raw

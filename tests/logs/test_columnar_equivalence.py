@@ -232,3 +232,42 @@ def test_ascii_blocks_stay_bytes_and_read_as_the_text_reader_reads(block: int) -
     assert all(isinstance(b, str) or b.isascii() for b in fast)
     plain = list(iter_blocks(io.BytesIO(b"[rank0]: a\n[rank1]: b\n" * 50), name="x", max_line_chars=120))
     assert plain and all(isinstance(b, bytes) for b in plain)
+
+
+def test_matching_line_ends_equal_matching_lines() -> None:
+    """``matching_line_ends`` (anchored, skipping lines) ends where ``matching_lines`` (unanchored) does."""
+    from denpex_ml.logs.columnar import matching_line_ends, matching_lines
+    from denpex_ml.logs.secret_rules import _OPTIONS
+
+    masker = Masker()
+    masker.learn_hosts(["gpu-node-7.cluster.local", "node017", "h1x"])
+    patterns = [
+        (ingest._SALIENT_B, None),
+        (masker._gate().pattern, _OPTIONS),
+        (masker._gate().pattern + b"|" + masker._first_regex().pattern, _OPTIONS),
+        (rb"(?m:^)[ \t]*x", None),
+        (rb"\bab|cd\b", None),
+    ]
+    rng = random.Random(3)
+    words = [
+        b"ab",
+        b"cd",
+        b" x",
+        b"x",
+        b"ERROR",
+        b"host=",
+        b"gpu-node-7",
+        b"10.0.0.1",
+        b"\n",
+        b"\n\n",
+        b" ",
+        b"\t",
+        b"q",
+    ]
+    blocks = [b"", b"\n", b"x", b"ab\n", b"\nab", b"Error\n\nfail", "caf\u00e9 ERROR\nab\n".encode()]
+    for path in sorted((REPO / "tests" / "fixtures").rglob("*.log"))[:40]:
+        blocks.append(path.read_bytes())
+    blocks += [b"".join(rng.choice(words) for _ in range(rng.randint(0, 40))) for _ in range(300)]
+    for raw in blocks:
+        for pattern, options in patterns:
+            assert matching_line_ends(pattern, raw, options) == [e for _, e in matching_lines(pattern, raw, options)]

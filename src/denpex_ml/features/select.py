@@ -17,6 +17,7 @@ import re2
 from denpex_ml.features.fingerprints import FingerprintHit
 from denpex_ml.logs.bundle import LogBundle, LogLine
 from denpex_ml.logs.patterns import template
+from denpex_ml.logs.patterns import templates as make_templates
 from denpex_ml.taxonomy import FingerprintRole
 
 __all__ = ["EXCEPTION_RE", "PROGRESS_BAR", "SelectedLine", "is_error_line", "select_lines", "template"]
@@ -77,7 +78,13 @@ def select_lines(
     """At most ``max_lines`` distinct templates of the job, most telling first; a line that
     ``benign`` accepts (a normal message that reads like an error) is no error line."""
     best: dict[str, tuple[float, LogLine, set[str], int]] = {}
-    templates: dict[str, str] = {}  # a line is often offered more than once (hit, salient, tail)
+    # the template of every line offered below (a line is often offered more than once: hit,
+    # salient, tail), all made at once
+    texts = dict.fromkeys(h.line.text for h in hits)
+    for stream in bundle.streams.values():
+        texts.update((line.text, None) for line in stream.lines if line.salient)
+        texts.update((line.text, None) for line in stream.lines[-tail_per_rank:])
+    templates: dict[str, str] = dict(zip(texts, make_templates(list(texts)), strict=True))
 
     def offer(line: LogLine, priority: float, reason: str) -> None:
         tpl = templates.get(line.text)

@@ -15,8 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Any
+
+import re2
 
 from denpex_ml.hang.frames import Frame
+from denpex_ml.logs.patterns import ascii_screen_source
 
 __all__ = ["PHASES", "Phase", "phase_of"]
 
@@ -181,6 +185,26 @@ _RULES: tuple[tuple[Phase, re.Pattern[str], re.Pattern[str]], ...] = (
     ),
 )
 
+
+def _line_set() -> Any:
+    """An RE2 set of the rules' line patterns (:func:`~denpex_ml.logs.patterns.ascii_screen_source`),
+    index = rule; None when one has no RE2 reading."""
+    options = re2.Options()
+    options.log_errors = False
+    rset = re2.Set.SearchSet(options)
+    for i, (_, _, line_re) in enumerate(_RULES):
+        source = ascii_screen_source(line_re.pattern, line_re.flags)
+        try:
+            if source is None or rset.Add(source) != i:
+                return None
+        except re2.error:
+            return None
+    rset.Compile()
+    return rset
+
+
+_LINE_SET = _line_set()
+
 #: Every phase, in report order.
 PHASES: tuple[Phase, ...] = tuple(Phase)
 
@@ -214,6 +238,15 @@ def phase_of(frames: Sequence[Frame], lines: Sequence[str] = ()) -> Phase:
     if best < len(_RULES):
         return _RULES[best][0]
     for text in reversed(lines):
+        if _LINE_SET is not None and text.isascii() and "\n" not in text:
+            # the rules RE2 finds in the line (a superset: see AsciiScreen), then the first of
+            # them its own pattern confirms, as trying every rule in order would find
+            found: list[int] = _LINE_SET.Match(text.encode("ascii")) or []
+            for i in sorted(found):
+                phase, _, line_re = _RULES[i]
+                if line_re.search(text):
+                    return phase
+            continue
         for phase, _, line_re in _RULES:
             if line_re.search(text):
                 return phase

@@ -33,7 +33,7 @@ from denpex_ml.logs.columnar import (
     TRUNCATION_MARK_B,
     Block,
     iso_timestamps,
-    matching_lines,
+    matching_line_ends,
     rank_prefixes,
 )
 from denpex_ml.logs.launcher import LauncherParser
@@ -45,6 +45,7 @@ from denpex_ml.logs.patterns import (
     HOST_PREFIX_SCREEN,
     ISO_TS_PREFIX,
     RANK_TAG,
+    required_literals,
 )
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
 from denpex_ml.logs.secret_rules import _OPTIONS, _key_block_lines
@@ -445,17 +446,27 @@ class Builder:
         per stream, and per stream only the head, the tail and the salient lines become
         objects. Hosts in NCCL debug text are learned from one block-level scan.
         """
-        pairs = _FAST_LINE.findall(block)
-        if pairs and pairs[-1] == ("", "", ""):
-            pairs.pop()  # the empty match after the block's final newline
+        pairs: list[tuple[str, str, str]] | None = None
+        if file_rank is not None and "[rank" not in block and "[default" not in block:
+            # a rank's own file without rank tags: every line is kept whole (a timestamp stays at
+            # its start) in the file's stream, blank ones aside; no regex pass needed
+            texts = block.split("\n")
+            if block.endswith("\n"):
+                texts.pop()  # the empty "line" after the block's final newline
+            kept = [i for i, text in enumerate(texts) if text and not text.isspace()]
+        else:
+            pairs = _FAST_LINE.findall(block)
+            if pairs and pairs[-1] == ("", "", ""):
+                pairs.pop()  # the empty match after the block's final newline
+            n_prefixed = sum(1 for _, r, _ in pairs if r)
+            if n_prefixed:
+                self.bundle.formats["torchrun"] += n_prefixed
+            texts = [ts + rest if ts else rest for ts, _, rest in pairs]
+        n_block = len(texts)
         if b" NCCL" in raw and not line_hosts:  # with bare NCCL lines their hosts were learned in line order
             self._learn_nccl_hosts(raw, masker)
-        n_prefixed = sum(1 for _, r, _ in pairs if r)
-        if n_prefixed:
-            self.bundle.formats["torchrun"] += n_prefixed
         hits = _line_indices(masker.detector(), raw)
         salient = _line_indices(SALIENT, raw)
-        texts = [ts + rest if ts else rest for ts, _, rest in pairs]
         if hits:
             idx = sorted(i for i in hits if i < len(texts))
             for i, text in zip(idx, masker.mask_lines([texts[i] for i in idx]), strict=True):
@@ -464,6 +475,10 @@ class Builder:
             texts = [collapse_cr(t) if "\r" in t else t for t in texts]
         groups: dict[StreamKey, list[int]] = {}
         default_key: StreamKey = file_rank if file_rank is not None else GLOBAL_STREAM
+        if pairs is None:
+            if kept:
+                groups[default_key] = kept
+            pairs = []
         for i, (ts, r, rest) in enumerate(pairs):
             key: StreamKey
             if r:
@@ -511,7 +526,7 @@ class Builder:
             )
         if line_hosts:
             self._stream(default_key).hosts.update(line_hosts.values())
-        return lineno + len(pairs)
+        return lineno + n_block
 
     def _keep(self, key: StreamKey, source: str, lineno: int, text: str, host: str | None, salient: bool) -> None:
         st = self._stream(key)
@@ -540,7 +555,8 @@ class Builder:
         the global stream."""
         for key in [k for k in self.streams if isinstance(k, int)]:
             st = self.streams[key]
-            if not _AGENT_LINE.search("\n".join([it[2] for items in (st.head, st.salient, st.tail) for it in items])):
+            kept = "\n".join([it[2] for items in (st.head, st.salient, st.tail) for it in items])
+            if not any(lit in kept for lit in _AGENT_LITERALS) or not _AGENT_LINE.search(kept):
                 continue  # one search over the stream's kept lines (they hold no newline) finds none
             moved = 0
             parts = []
@@ -630,6 +646,8 @@ _AGENT_LINE = re.compile(
     r"\[launch\.py:\d+:\w+\]|deepspeed\.launcher\.launch|^srun: error:",
     re.MULTILINE,
 )
+#: one of these is in every line _AGENT_LINE matches (``in`` rules most streams out at C speed)
+_AGENT_LITERALS = required_literals(_AGENT_LINE) or ("",)
 
 
 _PROBE = re.compile(
@@ -710,15 +728,15 @@ def _line_indices(pattern: Any, block: bytes) -> set[int]:
     with the default options, or a masking detector) starts a match: one scan of the block, no
     match objects."""
     if hasattr(pattern, "line_starts"):
-        starts = pattern.line_starts(block)
+        marks = pattern.line_starts(block)
     else:
-        starts = [start for start, _ in matching_lines(pattern.pattern, block)]
+        marks = matching_line_ends(pattern.pattern, block)  # a line's end is in it as its start is
     found: set[int] = set()
     line = 0
     pos = 0
-    for start in starts:
-        line += block.count(b"\n", pos, start)
-        pos = start
+    for at in marks:
+        line += block.count(b"\n", pos, at)
+        pos = at
         found.add(line)
     return found
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import re2
 
-from denpex_ml.logs.columnar import matching_lines
+from denpex_ml.logs.columnar import matching_line_ends
 from denpex_ml.logs.patterns import HOSTNAME
 from denpex_ml.logs.prefixes import bracket_hosts, discover_hosts
 from denpex_ml.logs.secret_rules import (
@@ -136,7 +136,7 @@ def _applicable(rules: tuple[MaskRule, ...], data: bytes) -> set[int] | None:
 
 def _matching_line_starts(rx: Any, block: bytes) -> set[int]:
     """Offsets of the starts of the lines of ``block`` where ``rx`` (compiled with ``_OPTIONS``) matches."""
-    return {block.rfind(b"\n", 0, start) + 1 for start, _ in matching_lines(rx.pattern, block, _OPTIONS)}
+    return {block.rfind(b"\n", 0, stop) + 1 for stop in matching_line_ends(rx.pattern, block, _OPTIONS)}
 
 
 class _Detector:

@@ -8,9 +8,11 @@ once.
 
 from __future__ import annotations
 
+import re
+
 import re2
 
-from denpex_ml.logs.masking import Masker
+from denpex_ml.logs.masking import _IPV4_FULL, Masker
 from denpex_ml.logs.patterns import NCCL_HOST
 from denpex_ml.logs.prefixes import parse_prefix
 from denpex_ml.logs.secret_rules import _UNANCHORED
@@ -19,11 +21,23 @@ __all__ = ["NCCL_SHAPE", "bare_nccl_hosts", "nccl_hosts"]
 
 #: The start of a line that may be an NCCL debug line (the general parser decides).
 NCCL_SHAPE = r"[\w.-]+:\d+:\d+ \[\d"
-_BARE_NCCL_LINE = re2.compile(rb"(?m)^" + NCCL_SHAPE.encode() + rb"[^\n]*")
+_NCCL_SHAPE_AT = re2.compile(NCCL_SHAPE.encode())  # matched anchored at a line's start
+_ANCHOR_START = re2._Anchor.ANCHOR_START
 _PREFIXED_NCCL_LINE = re2.compile(rb"(?m)^\[(?:rank|default)\d+\]: ?" + NCCL_SHAPE.encode())
 
 _NCCL_HOST_IN_TEXT = re2.compile(("(" + NCCL_HOST + r"):\d+:\d+ \[\d+\] NCCL").encode())
 _NCCL_HOST_SPAN = re2.compile((NCCL_HOST + r":\d+:\d+ \[\d+\] NCCL").encode())  # the same, no group
+#: A head ``parse_prefix`` reads as an NCCL debug prefix whose host is the text before the first
+#: colon, without being asked: a letter first (no timestamp can start there), the colon within
+#: the first 256 characters (where the prefix parsers look for it), no space before it, ASCII
+#: digits for the process, thread and device, and " NCCL" right after the device.
+_PLAIN_HEAD = re.compile(rb"([A-Za-z][A-Za-z0-9_.-]{0,254}):[0-9]+:[0-9]+ \[[0-9]+\] NCCL")
+#: A line head up to its last " NCCL" in which _NCCL_HOST_SPAN matches once, its host first: a
+#: torchrun rank tag (which no match can start in: "]" ends every run of host characters there)
+#: or nothing, then host:pid:tid [dev] NCCL.
+_PLAIN_KEY = re.compile(
+    rb"(?:\[(?:rank|default)[0-9]+\]: ?)?([A-Za-z0-9][A-Za-z0-9_.-]*):[0-9]+:[0-9]+ \[[0-9]+\] NCCL"
+)
 
 
 def bare_nccl_hosts(raw: bytes, masker: Masker) -> dict[int, str] | None:
@@ -35,35 +49,52 @@ def bare_nccl_hosts(raw: bytes, masker: Masker) -> dict[int, str] | None:
     What ``parse_prefix`` makes of such a line depends only on its bytes up to its first
     " NCCL" (none: no prefix): a process prints thousands of lines behind the same head, each
     head is parsed once."""
-    match = _BARE_NCCL_LINE._regexp.Match
+    # Only a line holding " NCCL" can yield a host: each is found by memmem, from its start, and
+    # asked whether it has the shape (anchored there) as the scan of the whole block would find it.
+    match = _NCCL_SHAPE_AT._regexp.Match
     size = len(raw)
     parsed: dict[bytes, str] = {}  # head -> its host, or "" when the line is no NCCL prefix
     found: list[tuple[int, str]] = []
     line = 0
     last = 0
-    pos = 0
-    while pos < size:
-        start, stop = match(_UNANCHORED, raw, pos, size)[0]
-        if start == -1:
-            break
-        pos = stop + 1
-        cut = raw.find(b" NCCL", start, stop)
-        if cut < 0:
-            continue  # no NCCL after the head: not an NCCL debug line, an ordinary one
+    cut = raw.find(b" NCCL")
+    while cut >= 0:  # the first " NCCL" of its line
+        start = raw.rfind(b"\n", 0, cut) + 1
+        stop = raw.find(b"\n", cut)
+        if stop < 0:
+            stop = size
+        if match(_ANCHOR_START, raw, start, stop)[0][0] == -1:
+            cut = raw.find(b" NCCL", stop)
+            continue  # not of the shape: an ordinary line
         head = raw[start : cut + 5]
         host = parsed.get(head)
         if host is None:
-            p = parse_prefix(raw[start:stop].decode("utf-8", "replace"))
-            if p is not None and (p.format != "nccl" or p.rank is not None or not p.host):
-                return None
-            host = parsed[head] = p.host if p is not None and p.host else ""
+            plain = _PLAIN_HEAD.fullmatch(head)
+            if plain is not None:  # what parse_prefix gives it, read off the head
+                host = parsed[head] = plain.group(1).decode("ascii")
+            else:
+                p = parse_prefix(raw[start:stop].decode("utf-8", "replace"))
+                if p is not None and (p.format != "nccl" or p.rank is not None or not p.host):
+                    return None
+                host = parsed[head] = p.host if p is not None and p.host else ""
         if host:
             line += raw.count(b"\n", last, start)
             last = start
             found.append((line, host))
-    if found and _PREFIXED_NCCL_LINE.search(raw):
+        cut = raw.find(b" NCCL", stop)
+    if found and (b"[rank" in raw or b"[default" in raw) and _PREFIXED_NCCL_LINE.search(raw):
         return None  # with bare ones, the general parser gives "[rankN]:host:..." lines their host too
-    return {i: masker.pseudonym(h) for i, h in found}
+    # one pseudonym per host name; an address is asked each time (each use is counted)
+    names: dict[str, str] = {}
+    out: dict[int, str] = {}
+    for i, h in found:
+        name = names.get(h)
+        if name is None:
+            name = masker.pseudonym(h)
+            if not _IPV4_FULL.fullmatch(h) and ":" not in h:
+                names[h] = name
+        out[i] = name
+    return out
 
 
 def nccl_hosts(data: bytes) -> set[bytes]:
@@ -89,6 +120,11 @@ def nccl_hosts(data: bytes) -> set[bytes]:
             hit = data.find(b" NCCL", end)
             continue
         seen.add(key)
+        plain = _PLAIN_KEY.fullmatch(key)
+        if plain is not None:  # the one match there is: its host read off the key
+            found.add(plain.group(1))
+            hit = data.find(b" NCCL", end)
+            continue
         end = last
         while True:
             start, stop = match(_UNANCHORED, data, pos, end)[0]

@@ -18,6 +18,10 @@ True
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
+
+import re2
 
 __all__ = [
     "CTIME_TIMESTAMP",
@@ -30,7 +34,11 @@ __all__ = [
     "RANK_TAG",
     "SYSLOG_LINE_TIME",
     "SYSLOG_TIMESTAMP",
+    "AsciiScreen",
+    "ascii_screen_source",
+    "required_literals",
     "template",
+    "templates",
 ]
 
 #: an ISO-8601 date and time, with optional fraction and zone (``2024-04-19 10:42:31,123``, ``...T...Z``)
@@ -63,6 +71,14 @@ HOST_PREFIX_SCREEN = r"\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z
 NCCL_HOST = r"[A-Za-z0-9][\w.-]*"
 
 
+_SCREEN_OPTIONS = re2.Options()
+_SCREEN_OPTIONS.log_errors = False
+_BYTE_OPTIONS = re2.Options()  # each byte a character: any input, valid UTF-8 or not
+_BYTE_OPTIONS.log_errors = False
+_BYTE_OPTIONS.encoding = re2.Options.Encoding.LATIN1
+_SCREEN_UNANCHORED = re2._Anchor.UNANCHORED
+
+
 # -- the line template ------------------------------------------------------------------------
 _GLOG_HEADER = re.compile(r"^\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d\.\d+ +(?:\d+ )?[\w.-]+:\d+\] ?")
 _LEADING_TS = re.compile(r"^\[?" + ISO_TIMESTAMP + r"\]?[ \t]*|^" + SYSLOG_TIMESTAMP + " ")
@@ -85,13 +101,225 @@ def template(text: str) -> str:
     >>> template("[E419 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank 3] ran for 600011 ms on node-2")
     '[Rank <n>] ran for <n> ms on <node>'
     """
+    return _template(text, _TEMPLATE_RULES)
+
+
+def _template(text: str, rules: tuple[tuple[str, re.Pattern[str], str], ...]) -> str:
     for rx in (_LEADING_TS, _GLOG_HEADER):
         m = rx.match(text)
         if m:
             text = text[m.end() :]
-    for needle, rx, repl in _TEMPLATE_RULES:
+    for needle, rx, repl in rules:
         if needle in text:
             text = rx.sub(repl, text)
     if "  " in text or "\t" in text:
         text = _SPACES.sub(" ", text)
     return text.strip()[:400]
+
+
+#: RE2 on UTF-8 bytes, matching in a line wherever the uuid rule (resp. the path rule) could match
+#: in its text as the rules before it leave it: those rules only cut a leading prefix or put
+#: "<...>" tokens in, and neither rule's match can hold a "<" or ">", so such a match lies in the
+#: line's own text; the screens drop the word boundaries and read the path's runs as any bytes
+#: but "/" and newlines.
+_UUID_SCREEN = b"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_PATH_SCREEN = b"/[^/\n]+/[^/\n]+/[^/\n]"
+_UUID_RULE = next(i for i, (_, _, repl) in enumerate(_TEMPLATE_RULES) if repl == "<uuid>")
+_PATH_RULE = next(i for i, (_, _, repl) in enumerate(_TEMPLATE_RULES) if repl.startswith("<path>"))
+#: the template rules without the uuid rule, without the path rule, without both
+_RULES_WITHOUT: dict[tuple[bool, bool], tuple[tuple[str, re.Pattern[str], str], ...]] = {
+    (uuid, path): tuple(
+        r for i, r in enumerate(_TEMPLATE_RULES) if (i != _UUID_RULE or uuid) and (i != _PATH_RULE or path)
+    )
+    for uuid in (False, True)
+    for path in (False, True)
+}
+_LINES_SCREENS: dict[bytes, Any] = {}
+
+
+def _screened_lines(pattern: bytes, data: bytes) -> set[int]:
+    """Indices of the lines of ``data`` (joined by newlines) in which the RE2 ``pattern`` (which
+    matches no newline) starts a match: one scan, the next line searched after each match's line."""
+    rx = _LINES_SCREENS.get(pattern)
+    if rx is None:
+        rx = re2.compile(b"(?:" + pattern + b")[^\n]*", options=_BYTE_OPTIONS)._regexp.Match
+        _LINES_SCREENS[pattern] = rx
+    found: set[int] = set()
+    size = len(data)
+    line = pos = last = 0
+    while pos < size:
+        start, stop = rx(_SCREEN_UNANCHORED, data, pos, size)[0]
+        if start == -1:
+            break
+        line += data.count(b"\n", last, start)
+        last = start
+        found.add(line)
+        pos = stop + 1
+    return found
+
+
+#: ASCII digits 1-9 -> "1" (bytes.translate): a line's template depends on where its ASCII digits
+#: are and where its zeros are (the hex rule's "0x"), not on which other digits they are. Every
+#: rule reads 1-9 alike (``\\d``, ``[0-9a-f]``, ``\\w`` and ``\\b`` hold all of them, no pattern names
+#: one), no rule's output holds a digit, and the number rule replaces every digit the earlier rules
+#: leave: two lines that differ only in which of 1-9 their ASCII digits are have the same template
+#: (other digits, e.g. Arabic-Indic, stay).
+_DIGITS_TO_ONE = bytes.maketrans(b"23456789", b"11111111")
+#: template by digit-masked UTF-8 line, across calls (a pure function: the cache changes no
+#: answer); emptied when it reaches this many lines
+_TEMPLATE_CACHE: dict[bytes, str] = {}
+TEMPLATE_CACHE_LINES = 10_000
+
+
+def templates(texts: Sequence[str]) -> list[str]:
+    """``[template(t) for t in texts]``, each distinct digit-masked line (see ``_DIGITS_TO_ONE``)
+    made once (a training loop's lines differ mostly in their numbers), and the two rules that
+    rarely apply (uuids, paths) tried only on the lines that RE2 finds might hold one, by one scan
+    over all the lines.
+
+    >>> templates(["id 0123abcd-0000-1111-2222-333344445555 at /a/b/c.py:3", "step 7", "step 8"])
+    ['id <uuid> at <path>/c.py:<n>', 'step <n>', 'step <n>']
+    """
+    joined = "\n".join(texts)
+    if len(texts) < 2 or joined.count("\n") != len(texts) - 1:  # a text holding a newline
+        return [template(t) for t in texts]
+    data = joined.encode("utf-8", "surrogatepass")
+    keys = data.translate(_DIGITS_TO_ONE).split(b"\n")
+    cache = _TEMPLATE_CACHE
+    if len(cache) + len(texts) > TEMPLATE_CACHE_LINES:
+        cache.clear()
+    out: list[str] = []
+    uuid: set[int] | None = None
+    path: set[int] = set()
+    rules = _RULES_WITHOUT
+    for i, (text, key) in enumerate(zip(texts, keys, strict=True)):
+        tpl = cache.get(key)
+        if tpl is None:
+            if uuid is None:  # the screens, once, when a line is not known already
+                uuid = _screened_lines(_UUID_SCREEN, data)
+                path = _screened_lines(_PATH_SCREEN, data) if "/" in joined else set()
+            tpl = cache[key] = _template(text, rules[i in uuid, i in path])
+        out.append(tpl)
+    return out
+
+
+# -- RE2 screens of Python patterns on ASCII text -----------------------------------------------
+#: what Python's ``\s`` matches in ASCII text (RE2's ``\s`` lacks \v and \x1c-\x1f)
+_ASCII_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f "
+
+
+def ascii_screen_source(pattern: str, flags: int = 0) -> str | None:
+    r"""RE2 source that matches, in ASCII text, wherever the Python ``pattern`` (with ``flags``)
+    does, or more; ``None`` when the pattern or a flag has no such reading (verbose patterns).
+
+    On ASCII text RE2 and Python read every construct here alike (``\w``, ``\d``, ``\b`` and
+    case folding are ASCII's in both) but ``\s``, which is written out; constructs RE2 lacks
+    (look-arounds, back-references) make the compilation fail, and the caller does without.
+
+    >>> print(ascii_screen_source(r"a\s+[\sb]", re.IGNORECASE))
+    (?i)a[\t\n\x0b\x0c\r\x1c-\x1f ]+[\t\n\x0b\x0c\r\x1c-\x1f b]
+    """
+    if flags & re.VERBOSE or "{," in pattern:  # RE2 reads "{,n}" as text, Python as "{0,n}"
+        return None
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            e = pattern[i + 1]
+            if e == "s":
+                out.append(_ASCII_SPACE if in_class else f"[{_ASCII_SPACE}]")
+            else:
+                out.append(c + e)
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":  # a "]" first in a class is a literal
+                j += 1
+            out.append(pattern[i:j])
+            i = j
+            continue
+        out.append(c)
+        i += 1
+    prefix = "".join(f for flag, f in ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s")) if flags & flag)
+    return (f"(?{prefix})" if prefix else "") + "".join(out)
+
+
+class AsciiScreen:
+    """``rx.search(text) is not None`` for a Python pattern ``rx``, with ASCII text of one line first
+    read by an RE2 version of it (:func:`ascii_screen_source`): where RE2 finds nothing, nothing is
+    there (Python's ``re`` is slow to say so: an alternation without a literal prefix, or
+    case-insensitive, is tried at every position); ``rx`` decides on the rest. (Text holding a
+    newline goes to ``rx``: Python's ``$`` also matches before a final newline, RE2's does not.)
+
+    >>> AsciiScreen(re.compile(r"fsdp|moe", re.IGNORECASE)).search("MoE layer")
+    True
+    """
+
+    __slots__ = ("_match", "rx")
+
+    def __init__(self, rx: re.Pattern[str]) -> None:
+        self.rx = rx
+        self._match: Any = None
+        source = ascii_screen_source(rx.pattern, rx.flags)
+        if source is not None:
+            try:
+                self._match = re2.compile(source.encode("ascii"), options=_SCREEN_OPTIONS)._regexp.Match
+            except (re2.error, UnicodeEncodeError):
+                self._match = None
+
+    def search(self, text: str) -> bool:
+        match = self._match
+        if match is not None and text.isascii() and "\n" not in text:
+            data = text.encode("ascii")
+            if match(_SCREEN_UNANCHORED, data, 0, len(data))[0][0] == -1:
+                return False
+        return self.rx.search(text) is not None
+
+
+def required_literals(rx: re.Pattern[str]) -> tuple[str, ...] | None:
+    r"""Literals of which every match of ``rx`` holds one: for each top-level alternative, its longest
+    run of literal characters (3 or more); ``None`` when an alternative has none, or the pattern
+    ignores case. Text holding none of them cannot match, and ``in`` says so at C speed.
+
+    >>> required_literals(re.compile(r"Fatal Python error: (?!Aborted)\w|^srun: error:", re.MULTILINE))
+    ('Fatal Python error: ', 'srun: error:')
+    """
+    import importlib
+
+    c: Any = importlib.import_module("re._constants")  # the parser re compiles with (Python >= 3.11)
+    try:
+        parsed = importlib.import_module("re._parser").parse(rx.pattern, rx.flags)
+    except (re.error, RecursionError):  # pragma: no cover - it compiled
+        return None
+    if parsed.state.flags & re.IGNORECASE:
+        return None
+    items = list(parsed)
+    branches = items[0][1][1] if len(items) == 1 and items[0][0] is c.BRANCH else [items]
+    found: list[str] = []
+    for branch in branches:
+        best = ""
+        run: list[str] = []
+        for op, arg in [*branch, (None, None)]:
+            if op is c.LITERAL:
+                run.append(chr(arg))
+                continue
+            if len(run) > len(best):
+                best = "".join(run)
+            run = []
+        if len(best) < 3:
+            return None
+        found.append(best)
+    return tuple(found)
