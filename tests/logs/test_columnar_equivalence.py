@@ -271,3 +271,13 @@ def test_matching_line_ends_equal_matching_lines() -> None:
     for raw in blocks:
         for pattern, options in patterns:
             assert matching_line_ends(pattern, raw, options) == [e for _, e in matching_lines(pattern, raw, options)]
+
+
+def test_retention_templates_equal_the_substitution() -> None:
+    """Retention templates made once per digit-masked line (cached across calls) are the substitution's."""
+    parts = ["0x", "0X", "x", "0", "1", "9", "07", "0xff", "0xG", "ab", "٣", "é", " ", "step", "-", "1.5"]
+    rng = random.Random(9)
+    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
+    variants = ["".join(rng.choice("123456789") if c in "123456789" else c for c in t) for t in texts]
+    for batch in (texts, variants, [t.replace("1", "0") for t in texts]):
+        assert ingest._retention_templates(batch) == [ingest._TEMPLATE.sub("#", t) for t in batch]

@@ -87,3 +87,31 @@ def test_dcgm_health_names_the_gpu(tmp_path: Path) -> None:
     job = _job(tmp_path, {"gpu-b22/dcgm-health.txt": (FIX / "dcgm_health.txt").read_text()})
     events = hardware_events(read_logs(job).system, load_taxonomy())
     assert {e.gpu for e in events} == {2} and all(e.hardware for e in events)
+
+
+def test_system_kind_by_one_set_equals_the_searches_in_turn() -> None:
+    """``system_kind`` reads a member's head with one RE2 set: the kind the four head patterns,
+    tried in turn, would give."""
+    import random
+
+    from denpex_ml.logs import system
+
+    def in_turn(head: bytes) -> str | None:
+        for rx, kind in (
+            (system._HEAD_NVSMI, "nvidia-smi"),
+            (system._HEAD_SACCT, "sacct"),
+            (system._HEAD_DCGM, "dcgm"),
+            (system._HEAD_KERNEL, "kernel"),
+        ):
+            if rx.search(head):
+                return kind
+        return None
+
+    rng = random.Random(3)
+    parts = [
+        b"==== NVSMI LOG ====", b"GPU 00000000:3B:00.0", b"Health Monitor Report", b"dcgmi diag", b"[  12.5] NVRM: Xid",
+        b"Apr 9 host kernel: nvidia", b"JobID|JobName|NodeList", b"jobid|x|nodelist", b"\n", b" ", b"mlx5", b"\xe9",
+    ]  # fmt: skip
+    for _ in range(3000):
+        head = b"".join(rng.choice(parts) for _ in range(rng.randint(0, 10)))
+        assert system.system_kind("rank1.log", head) == in_turn(head), head

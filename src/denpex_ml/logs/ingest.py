@@ -72,6 +72,33 @@ SALIENT_PATTERN = (
 )
 SALIENT = re2.compile(SALIENT_PATTERN.encode())
 _TEMPLATE = re.compile(r"0x[0-9a-fA-F]+|\d+")
+#: ASCII digits 2-9 -> "1": a line's _TEMPLATE.sub("#", ...) depends on where its digits and its
+#: zeros (the "0x") are, not on which of 1-9 they are (no digit survives the substitution), so a
+#: retention template is made once per digit-masked line and kept (a pure function: the cache
+#: changes no answer; emptied when it holds this many lines)
+_DIGITS_TO_ONE = bytes.maketrans(b"23456789", b"11111111")
+_RETENTION_TEMPLATES: dict[bytes, str] = {}
+_RETENTION_TEMPLATES_MAX = 10_000
+
+
+def _retention_templates(texts: list[str]) -> list[str]:
+    """``[_TEMPLATE.sub("#", t) for t in texts]`` (the texts hold no newline), through the cache."""
+    joined = "\n".join(texts)
+    if joined.count("\n") != len(texts) - 1:  # pragma: no cover - a line holds no newline
+        return [_TEMPLATE.sub("#", t) for t in texts]
+    cache = _RETENTION_TEMPLATES
+    if len(cache) + len(texts) > _RETENTION_TEMPLATES_MAX:
+        cache.clear()
+    keys = joined.encode("utf-8", "surrogatepass").translate(_DIGITS_TO_ONE).split(b"\n")
+    out: list[str] = []
+    for text, key in zip(texts, keys, strict=True):
+        tpl = cache.get(key)
+        if tpl is None:
+            tpl = cache[key] = _TEMPLATE.sub("#", text)
+        out.append(tpl)
+    return out
+
+
 #: Largest Flight Recorder dump read (bytes); larger ones are skipped with a warning.
 _NCCL_COMM_RANK = re.compile(r"\brank (\d+) nranks (\d+)\b")
 
@@ -117,7 +144,7 @@ class _Stream:
         """Keep a salient line unless the budget is spent or its template was kept often enough."""
         if len(self.salient) >= cap:
             return
-        self.offer_templated(item, _TEMPLATE.sub("#", item[2]), per_template)
+        self.offer_templated(item, _retention_templates([item[2]])[0], per_template)
 
     def offer_templated(self, item: tuple[str, int, str, str | None, bool], tpl: str, per_template: int) -> None:
         """:meth:`offer_salient` with the line's template already made (and the budget checked)."""
@@ -303,7 +330,7 @@ class Builder:
                 offered = sal_idx[sal_idx > last_head].tolist()
                 texts = blk.lines(offered)
                 # the templates of all of them by one substitution (no template holds a newline)
-                tpls = _TEMPLATE.sub("#", "\n".join(texts)).split("\n") if texts else []
+                tpls = _retention_templates(texts) if texts else []
                 for i, text, tpl in zip(offered, texts, tpls, strict=True):
                     if len(st.salient) >= cap:
                         break  # offer_salient would refuse it and every later one, changing nothing

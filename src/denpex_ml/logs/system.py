@@ -78,6 +78,12 @@ _HEAD_NVSMI = re2.compile(rb"(?m)=+\s*NVSMI LOG\s*=+|^GPU [0-9A-Fa-f]{4,8}:[0-9A
 _HEAD_DCGM = re2.compile(rb"(?i)Health Monitor Report|DCGM Diagnostic|dcgmi ")
 _HEAD_KERNEL = re2.compile(rb"(?m)^(?:\[ *\d+\.\d+\] |\S.{0,40} kernel: )(?:NVRM|nvidia|mlx5|pcieport|mce|ib)")
 _HEAD_SACCT = re2.compile(rb"(?mi)^JobID\|(?:[^\n|]*\|)*?NodeList\b")
+#: the same four in one set, in the order they are tried
+_HEAD_KINDS = ("nvidia-smi", "sacct", "dcgm", "kernel")
+_HEAD_SET = re2.Set.SearchSet()
+for _rx in (_HEAD_NVSMI, _HEAD_SACCT, _HEAD_DCGM, _HEAD_KERNEL):
+    _HEAD_SET.Add(_rx.pattern)
+_HEAD_SET.Compile()
 
 
 def system_kind(name: str, head: bytes = b"") -> str | None:
@@ -98,15 +104,10 @@ def system_kind(name: str, head: bytes = b"") -> str | None:
     for rx, kind in _NAME_KINDS:
         if rx.search(base):
             return kind
-    if _HEAD_NVSMI.search(head):
-        return "nvidia-smi"
-    if _HEAD_SACCT.search(head):
-        return "sacct"
-    if _HEAD_DCGM.search(head):
-        return "dcgm"
-    if _HEAD_KERNEL.search(head):
-        return "kernel"
-    return None
+    found = _HEAD_SET.Match(head)  # the four head patterns by one scan; the first in this order wins
+    if not found:
+        return None
+    return next(kind for i, kind in enumerate(_HEAD_KINDS) if i in found)
 
 
 _HOSTLIKE = re.compile(HOSTNAME)
