@@ -143,25 +143,22 @@ _ANCHOR_START = re2._Anchor.ANCHOR_START
 
 
 def _line_end_regex(pattern: bytes, options: Any) -> Any:
-    key = (pattern, id(options))
-    rx = _LINE_END_REGEXES.get(key)
-    if rx is None:
-        if len(_LINE_END_REGEXES) > 64:  # learned-host patterns change as hosts are learned
-            _LINE_END_REGEXES.clear()
-        whole = b"(?:[^\n]*\n)*?[^\n]*?(?:" + pattern + b")[^\n]*"
-        rx = re2.compile(whole) if options is None else re2.compile(whole, options=options)
-        _LINE_END_REGEXES[key] = rx
-    return rx
+    return _compiled(_LINE_END_REGEXES, b"(?:[^\n]*\n)*?[^\n]*?(?:", pattern, options)
 
 
 def _line_regex(pattern: bytes, options: Any) -> Any:
+    return _compiled(_LINE_REGEXES, b"(?:", pattern, options)
+
+
+def _compiled(cache: dict[tuple[bytes, int], Any], head: bytes, pattern: bytes, options: Any) -> Any:
+    """``head + pattern + b")[^\n]*"`` compiled by RE2, kept in ``cache`` (its DFA stays warm)."""
     key = (pattern, id(options))
-    rx = _LINE_REGEXES.get(key)
+    rx = cache.get(key)
     if rx is None:
-        if len(_LINE_REGEXES) > 64:  # learned-host patterns change as hosts are learned
-            _LINE_REGEXES.clear()
-        whole = b"(?:" + pattern + b")[^\n]*"
-        rx = _LINE_REGEXES[key] = re2.compile(whole) if options is None else re2.compile(whole, options=options)
+        if len(cache) > 64:  # learned-host patterns change as hosts are learned
+            cache.clear()
+        whole = head + pattern + b")[^\n]*"
+        rx = cache[key] = re2.compile(whole) if options is None else re2.compile(whole, options=options)
     return rx
 
 

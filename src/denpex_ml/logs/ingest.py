@@ -45,6 +45,7 @@ from denpex_ml.logs.patterns import (
     HOST_PREFIX_SCREEN,
     ISO_TS_PREFIX,
     RANK_TAG,
+    DigitShapeCache,
     required_literals,
 )
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
@@ -72,13 +73,9 @@ SALIENT_PATTERN = (
 )
 SALIENT = re2.compile(SALIENT_PATTERN.encode())
 _TEMPLATE = re.compile(r"0x[0-9a-fA-F]+|\d+")
-#: ASCII digits 2-9 -> "1": a line's _TEMPLATE.sub("#", ...) depends on where its digits and its
-#: zeros (the "0x") are, not on which of 1-9 they are (no digit survives the substitution), so a
-#: retention template is made once per digit-masked line and kept (a pure function: the cache
-#: changes no answer; emptied when it holds this many lines)
-_DIGITS_TO_ONE = bytes.maketrans(b"23456789", b"11111111")
-_RETENTION_TEMPLATES: dict[bytes, str] = {}
-_RETENTION_TEMPLATES_MAX = 10_000
+#: retention templates (``_TEMPLATE.sub("#", line)``) by line shape, across jobs: no digit survives
+#: the substitution, so it depends on where a line's digits and zeros are only
+_RETENTION_TEMPLATES = DigitShapeCache()
 
 
 def _retention_templates(texts: list[str]) -> list[str]:
@@ -86,17 +83,8 @@ def _retention_templates(texts: list[str]) -> list[str]:
     joined = "\n".join(texts)
     if joined.count("\n") != len(texts) - 1:  # pragma: no cover - a line holds no newline
         return [_TEMPLATE.sub("#", t) for t in texts]
-    cache = _RETENTION_TEMPLATES
-    if len(cache) + len(texts) > _RETENTION_TEMPLATES_MAX:
-        cache.clear()
-    keys = joined.encode("utf-8", "surrogatepass").translate(_DIGITS_TO_ONE).split(b"\n")
-    out: list[str] = []
-    for text, key in zip(texts, keys, strict=True):
-        tpl = cache.get(key)
-        if tpl is None:
-            tpl = cache[key] = _TEMPLATE.sub("#", text)
-        out.append(tpl)
-    return out
+    data = joined.encode("utf-8", "surrogatepass")
+    return _RETENTION_TEMPLATES.map(texts, data, lambda _i, text: _TEMPLATE.sub("#", text))
 
 
 #: Largest Flight Recorder dump read (bytes); larger ones are skipped with a warning.

@@ -18,7 +18,7 @@ True
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import re2
@@ -165,14 +165,40 @@ def _screened_lines(pattern: bytes, data: bytes) -> set[int]:
 #: leave: two lines that differ only in which of 1-9 their ASCII digits are have the same template
 #: (other digits, e.g. Arabic-Indic, stay).
 _DIGITS_TO_ONE = bytes.maketrans(b"23456789", b"11111111")
-#: template by digit-masked UTF-8 line, across calls (a pure function: the cache changes no
-#: answer); emptied when it reaches this many lines
-_TEMPLATE_CACHE: dict[bytes, str] = {}
+#: how many lines a :class:`DigitShapeCache` keeps before it starts again
 TEMPLATE_CACHE_LINES = 10_000
 
 
+class DigitShapeCache:
+    """The results of a pure per-line function that depends on where a line's ASCII digits and
+    zeros are, not on which of 1-9 they are (see ``_DIGITS_TO_ONE``; a line template is such a
+    function), kept across calls by the line's digit-masked UTF-8 bytes. A pure function: the
+    cache changes no answer; it is emptied when it would hold more than ``max_lines`` lines."""
+
+    def __init__(self, max_lines: int = TEMPLATE_CACHE_LINES) -> None:
+        self.max_lines = max_lines
+        self._known: dict[bytes, str] = {}
+
+    def map(self, texts: Sequence[str], data: bytes, make: Callable[[int, str], str]) -> list[str]:
+        """``[make(i, t) for i, t in enumerate(texts)]``, ``make`` called once per line shape not
+        known yet; ``data`` is the texts joined by newlines, UTF-8 (surrogatepass) encoded."""
+        known = self._known
+        if len(known) + len(texts) > self.max_lines:
+            known.clear()
+        out: list[str] = []
+        for i, (text, key) in enumerate(zip(texts, data.translate(_DIGITS_TO_ONE).split(b"\n"), strict=True)):
+            value = known.get(key)
+            if value is None:
+                value = known[key] = make(i, text)
+            out.append(value)
+        return out
+
+
+_TEMPLATES = DigitShapeCache()
+
+
 def templates(texts: Sequence[str]) -> list[str]:
-    """``[template(t) for t in texts]``, each distinct digit-masked line (see ``_DIGITS_TO_ONE``)
+    """``[template(t) for t in texts]``, each distinct digit-masked line (:class:`DigitShapeCache`)
     made once (a training loop's lines differ mostly in their numbers), and the two rules that
     rarely apply (uuids, paths) tried only on the lines that RE2 finds might hold one, by one scan
     over all the lines.
@@ -184,23 +210,15 @@ def templates(texts: Sequence[str]) -> list[str]:
     if len(texts) < 2 or joined.count("\n") != len(texts) - 1:  # a text holding a newline
         return [template(t) for t in texts]
     data = joined.encode("utf-8", "surrogatepass")
-    keys = data.translate(_DIGITS_TO_ONE).split(b"\n")
-    cache = _TEMPLATE_CACHE
-    if len(cache) + len(texts) > TEMPLATE_CACHE_LINES:
-        cache.clear()
-    out: list[str] = []
-    uuid: set[int] | None = None
-    path: set[int] = set()
-    rules = _RULES_WITHOUT
-    for i, (text, key) in enumerate(zip(texts, keys, strict=True)):
-        tpl = cache.get(key)
-        if tpl is None:
-            if uuid is None:  # the screens, once, when a line is not known already
-                uuid = _screened_lines(_UUID_SCREEN, data)
-                path = _screened_lines(_PATH_SCREEN, data) if "/" in joined else set()
-            tpl = cache[key] = _template(text, rules[i in uuid, i in path])
-        out.append(tpl)
-    return out
+    screens: list[set[int]] = []
+
+    def make(i: int, text: str) -> str:
+        if not screens:  # the screens, once, when a line is not known already
+            screens.append(_screened_lines(_UUID_SCREEN, data))
+            screens.append(_screened_lines(_PATH_SCREEN, data) if "/" in joined else set())
+        return _template(text, _RULES_WITHOUT[i in screens[0], i in screens[1]])
+
+    return _TEMPLATES.map(texts, data, make)
 
 
 # -- RE2 screens of Python patterns on ASCII text -----------------------------------------------
