@@ -217,7 +217,35 @@ def test_the_only_rank_a_log_shows_is_named_unless_it_only_waited() -> None:
     )
     v = verdict(own, "cuda-driver-mismatch")
     assert v.rank == 0 and "only rank" in v.reason
-    # no diagnosis, no rank; and a lone rank that only timed out waiting (no evidence of the
-    # diagnosed failure of its own) names no one
-    assert verdict(own, None).rank is None
+    # a lone rank that only timed out waiting (no evidence of the diagnosed failure of its own)
+    # names no one
     assert verdict(wd(3, 57), "cuda-oom").rank is None
+
+
+def test_an_abstention_still_names_the_lone_rank_that_reports_an_error() -> None:
+    # the model may not name the failure (unknown), but which rank broke is still plain to see
+    own = (
+        "[rank5]: INFO 09-10 09:37:40 loader.py:88] Loading weights took 12.4 seconds\n"
+        "[rank5]: ERROR 09-10 09:37:41 executor.py:314] Worker proc died unexpectedly, shutting down executor.\n"
+    )
+    v = verdict(own, None)
+    assert v.rank == 5 and "only rank" in v.reason
+    # without a diagnosis, a lone rank that reports no error of its own is not a verdict
+    quiet = "[rank2]: step 10 loss 1.93\n[rank2]: step 20 loss 1.88\n"
+    assert verdict(quiet, None).rank is None
+    assert verdict(quiet, "cuda-oom").rank == 2
+
+
+def test_mpirun_names_the_first_process_that_exited_non_zero() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        "ModuleNotFoundError: No module named 'mpi4py'\n"
+        "--------------------------------------------------------------------------\n"
+        "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n"
+        "\n"
+        "  Process name: [[16228,1],3]\n"
+        "  Exit code:    1\n"
+    )
+    v = verdict(text, "missing-module")
+    assert v.rank == 3 and "mpirun" in v.reason

@@ -19,6 +19,7 @@ When nothing singles out one rank, the answer is ``None`` rather than a guess.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -33,6 +34,8 @@ from denpex_ml.taxonomy.groups import HANG_IDS
 __all__ = ["InitiatorVerdict", "find_initiator", "initiating_rank"]
 
 _TRACEBACK = "Traceback (most recent call last)"
+# a line that reports an error of its own (an exception, a logger's error level, a fatal abort)
+_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception)\b|\bFATAL\b|\bERROR\b|\[E\]|\bFailed\b|\bfailed\b")
 
 
 @dataclass(frozen=True)
@@ -144,9 +147,15 @@ def find_initiator(
         if failed is not None:
             score[failed.rank] = 0.6
             why[failed.rank].append(failed.reason + " (no other evidence)")
-    if not score and label is not None and len(ranks) == 1 and ranks[0] not in timeouts:
+    if (
+        not score
+        and len(ranks) == 1
+        and ranks[0] not in timeouts
+        and (label is not None or _reports_error(bundle, ranks[0]))
+    ):
         # one rank's output pasted (the usual excerpt of a failed job): the failure is that rank's,
-        # unless it says it only waited for the others (its own timeout)
+        # unless it says it only waited for the others (its own timeout); with no diagnosis
+        # (an abstention) only when that rank reports an error of its own
         score[ranks[0]] = 0.6
         why[ranks[0]].append("the only rank the log shows, and it did not time out waiting for others")
     if not score:
@@ -171,9 +180,15 @@ def find_initiator(
     return InitiatorVerdict(r, "; ".join(dict.fromkeys(why[r])), dict(score))
 
 
+def _reports_error(bundle: LogBundle, rank: int) -> bool:
+    st = bundle.streams.get(rank)
+    return st is not None and any(_TRACEBACK in ln.text or _ERROR_LINE.search(ln.text) for ln in st.lines)
+
+
 def initiating_rank(a: JobAnalysis, label: str | None, taxonomy: Taxonomy) -> tuple[int | None, str]:
     """``(rank, reason)`` of the rank that failed first for a job diagnosed as ``label``
-    (``None`` when the model did not name a failure).
+    (``None`` when the model abstained: the rank then comes from evidence of any failure,
+    since which rank broke does not depend on naming the failure).
 
     In a hang the rank the others wait for failed first: when the hang analysis names exactly
     one (mismatch report, Flight Recorder dumps, desync report, SeqNums), it beats the generic

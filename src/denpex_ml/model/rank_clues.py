@@ -8,7 +8,9 @@ in the words of the messages themselves:
   local_rank: 3 (pid: …)`` and ``local_rank 3 FAILED with no error file``, ``mp.spawn``'s
   ``-- Process 1 terminated with the following error`` / ``process 1 terminated with signal
   SIGKILL``, DeepSpeed's launcher ``[…, '--local_rank=2', …] exits with return code = 1``,
-  PyTorch/XLA's ``xmp.spawn`` ``Exception in device=TPU:6: …`` (the process's ordinal);
+  PyTorch/XLA's ``xmp.spawn`` ``Exception in device=TPU:6: …`` (the process's ordinal),
+  Open MPI's ``mpirun`` ``The first process to do so was: Process name: [[18963,1],2]`` (a
+  world rank, on any number of hosts);
 * the error names its own rank: DDP's ``did not receive grad for rank 3``, ``[Rank 5]
   Watchdog caught …`` quoted inside a message, ``rank = 7`` in a DeepEP/NCCL check.
 
@@ -36,6 +38,9 @@ _LAUNCHER = re.compile(
     r"|\bException in device=(?:TPU|GPU|CPU|XLA|CUDA):(?P<f>\d+)\b"
 )
 _LAUNCHER_HINT = ("local_rank", "terminated with", "Exception in device=")
+# Open MPI's mpirun naming the first process that exited non-zero: "Process name: [[jobid,1],3]"
+# (its vpid is the MPI world rank) after "The first process to do so was:"
+_MPI_FIRST = re.compile(r"^\s*Process name: \[\[\d+,\d+\],(?P<a>\d+)\]")
 # Slurm's srun reporting one task (its global SLURM_PROCID, i.e. the rank) that failed
 _SRUN_TASK = re.compile(r"^srun: error: \S+: task (?P<a>\d+): (?!Exited with exit code 0\b)[A-Z]")
 # an error message that names the rank it happened on
@@ -94,6 +99,10 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
     local_is_global = _single_host(bundle)  # a local rank is the rank only on one host
     for line in st.lines:
         text = line.text
+        if "Process name: [[" in text:
+            m = _MPI_FIRST.search(text)
+            if m:
+                return RankClue(_group(m), "mpirun names it as the first process to exit non-zero", line)
         if local_is_global and any(h in text for h in _LAUNCHER_HINT):
             m = _LAUNCHER.search(text)
             if m:
