@@ -32,10 +32,17 @@ def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bi
 
 
 def classification_metrics(
-    proba: np.ndarray, y: np.ndarray, *, abstain_threshold: float | None = None, unknown: int = -1
+    proba: np.ndarray,
+    y: np.ndarray,
+    *,
+    abstain_threshold: float | None = None,
+    unknown: int = -1,
+    order: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Top-1/top-3 accuracy, macro-F1 and ECE over rows with a known label (``y != unknown``);
-    with a threshold also the abstention precision/recall on ``unknown`` rows."""
+    with a threshold also the abstention precision/recall on ``unknown`` rows. ``order``: each
+    row's class indices, best first, as the system lists its alternatives (default: descending
+    ``proba``); top-3 looks at its first three."""
     proba = np.asarray(proba)
     y = np.asarray(y)
     known = y != unknown
@@ -43,7 +50,7 @@ def classification_metrics(
     if known.any():
         P, t = proba[known], y[known]
         pred = P.argmax(axis=1)
-        top3 = np.argsort(-P, axis=1)[:, :3]
+        top3 = np.asarray(order)[known][:, :3] if order is not None else np.argsort(-P, axis=1)[:, :3]
         out["top1"] = float((pred == t).mean())
         out["top3"] = float(np.mean([t[i] in top3[i] for i in range(len(t))]))
         out["macro_f1"] = float(f1_score(t, pred, average="macro", labels=np.unique(t), zero_division=0))

@@ -72,6 +72,7 @@ def measure(
     *,
     initiator: Sequence[tuple[int | None, int | None, bool]] | None = None,
     seconds: np.ndarray | None = None,
+    order: np.ndarray | None = None,
 ) -> Measured:
     """Metrics of one system.
 
@@ -88,11 +89,14 @@ def measure(
         rows with no true rank are skipped.
     seconds:
         Wall-clock seconds per job.
+    order:
+        Per row, the class indices as the system lists its alternatives, best first
+        (:func:`~denpex_ml.model.alternatives.alternatives_order`); default descending ``proba``.
     """
     proba = np.asarray(proba, dtype=float)
     y = np.asarray(y)
     pred = np.asarray(pred)
-    m = classification_metrics(proba, y) if len(y) else {"n": 0.0}
+    m = classification_metrics(proba, y, order=order) if len(y) else {"n": 0.0}
     known = y >= 0
     m["n_unknown"] = float((~known).sum())
     abstain = pred < 0
@@ -132,20 +136,25 @@ def measure(
     return out
 
 
-def group_metrics(proba: np.ndarray, y: np.ndarray, pred: np.ndarray, labels: Sequence[str]) -> dict[str, float]:
+def group_metrics(
+    proba: np.ndarray, y: np.ndarray, pred: np.ndarray, labels: Sequence[str], order: np.ndarray | None = None
+) -> dict[str, float]:
     """``group_<g>_n``, ``group_<g>_top1`` and ``group_<g>_top3`` for every report group present.
 
     Groups are :data:`~denpex_ml.taxonomy.groups.GROUPS` (hang, transport, crash, unknown,
     no-failure). ``top1`` is the final answer: an abstention is wrong on a known failure and
     right on an ``unknown`` row; ``top3`` looks at the three best entries (right for an
-    ``unknown`` row only when the system abstained).
+    ``unknown`` row only when the system abstained). ``order`` as in :func:`measure`.
     """
     proba = np.asarray(proba, dtype=float)
     y = np.asarray(y)
     pred = np.asarray(pred)
     names = np.asarray([group_of(labels[i]) if i >= 0 else "unknown" for i in y])
     out: dict[str, float] = {}
-    top3 = np.argsort(-proba, axis=1)[:, :3] if len(y) else np.zeros((0, 3), dtype=int)
+    if order is not None:
+        top3 = np.asarray(order)[:, :3]
+    else:
+        top3 = np.argsort(-proba, axis=1)[:, :3] if len(y) else np.zeros((0, 3), dtype=int)
     for g in GROUPS:
         m = names == g
         if not m.any():

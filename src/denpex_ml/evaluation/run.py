@@ -32,6 +32,7 @@ from denpex_ml.dataset.prequential import load_prequential, pool_latest
 from denpex_ml.evaluation.datasets import EvalSet, Pool, build_pools, data_hash, synthetic_train
 from denpex_ml.evaluation.measures import Measured, group_metrics, measure
 from denpex_ml.evaluation.result import EvalConfig, EvalResult
+from denpex_ml.model.alternatives import alternatives_order
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.featurize import JobAnalysis
 from denpex_ml.taxonomy import UNKNOWN_ID
@@ -69,6 +70,11 @@ class _Scored:
 
     def features(self, pool: Pool) -> FeatureSet:
         return FeatureSet(pool.examples, self.X, self.y, self.texts)
+
+    def order(self, labels: list[str]) -> np.ndarray:
+        """Each job's classes in the order its diagnosis lists them (hang classes kept in view)."""
+        hang = np.asarray([a.hang.is_hang for a in self.analyses], dtype=bool)
+        return alternatives_order(self.proba, labels, hang) if len(self.proba) else np.zeros((0, 3), dtype=int)
 
 
 def _score(model: DenpexModel, pool: Pool, index: dict[str, int], progress: Progress) -> _Scored:
@@ -237,9 +243,10 @@ def _predictions(pool: Pool, s: _Scored, labels: list[str], *, held_out: bool) -
     for the real set)."""
     rule = s.baselines.get("rule")
     rows = []
+    order = s.order(labels)
     for i, ex in enumerate(pool.examples):
         p = s.proba[i]
-        top = np.argsort(-p)[:3].tolist()
+        top = order[i][:3].tolist()
         row: dict[str, Any] = {
             "id": ex.id,
             "group": ex.group,
@@ -382,6 +389,7 @@ def _measure(
     for es in sets:
         s, pool, mask = scored[es.pool], pools[es.pool], es.mask
         ex = es.examples(pools)
+        order = s.order(labels)[mask]
         by: dict[str, Measured] = {
             "model": measure(
                 s.proba[mask],
@@ -390,9 +398,10 @@ def _measure(
                 labels,
                 initiator=[r for r, k in zip(s.ranks, mask, strict=True) if k],
                 seconds=s.seconds[mask],
+                order=order,
             )
         }
-        by["model"].metrics.update(group_metrics(s.proba[mask], s.y[mask], s.pred[mask], labels))
+        by["model"].metrics.update(group_metrics(s.proba[mask], s.y[mask], s.pred[mask], labels, order))
         for b, P in s.baselines.items():
             bp = _baseline_pred(b, P[mask])
             by[b] = measure(P[mask], s.y[mask], bp, labels)

@@ -21,6 +21,7 @@ from denpex_ml.hang.advice import advise
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
 from denpex_ml.logs import IngestLimits, LogBundle, LogSource, Masker, read_logs
 from denpex_ml.logs.job_layout import several_jobs_warning
+from denpex_ml.model.alternatives import alternatives_order
 from denpex_ml.model.diagnosis import Alternative, Diagnosis, Evidence
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
@@ -310,7 +311,7 @@ class DenpexModel:
         started (``time.perf_counter()``), for the timing in ``stats``. Evaluation uses it to
         score probabilities from a cross-validated head the same way ``classify`` would."""
         proba = self.job_proba(a, proba)
-        order = np.argsort(-proba)
+        order = alternatives_order(proba, self.labels, a.hang.is_hang)
         alternatives = [Alternative(self.labels[int(i)], float(proba[i])) for i in order[:5]]
         outside = outside_taxonomy(a.hits)
         label, confidence, best = self._choose_label(a, proba, outside)
