@@ -582,3 +582,87 @@ def test_required_literals_are_in_every_match() -> None:
     assert required_literals(re.compile(r"ab\d|xyz")) is None  # "ab" is too short to screen
     assert required_literals(re.compile(r"x(?:abc|abd)y|[0-9]+ items")) == ("xab", " items")  # re factors "ab" out
     assert required_literals(re.compile(r"(?:abc|abd)xyz|[0-9]+ items")) == ("xyz", " items")
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        # communicator setup failing in words other than PyTorch's
+        (
+            "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation "
+            "ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled system error",
+            "nccl-init-failure",
+        ),
+        (
+            "node-a:57:75 [0] misc/topo.cc:22 NCCL WARN Could not find real path of /sys/class/pci_bus/0000:02/../../0000:02:00.0",
+            "nccl-init-failure",
+        ),
+        ("node-a:75:95 [2] graph/xml.h:101 NCCL WARN Attribute arch of node cpu not found", "nccl-init-failure"),
+        (
+            "[rank8]:[E ProcessGroupGloo.cpp:144] Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+            "nccl-init-failure",
+        ),
+        (
+            "node-a:1:7 [0] include/socket.h:361 NCCL WARN Call to connect failed : Connection timed out",
+            "nccl-init-failure",
+        ),
+        ("WARN: Function: create_nccl_ofi_component Line: 459: NET/OFI Couldn't open AV. RC: -22", "nccl-init-failure"),
+        # other stacks' words for entries the taxonomy has
+        (
+            "E1027 15:11:27.184481 3266602 cuda_dnn.cc:456] Loaded runtime CuDNN library: 9.10.1 but source was compiled with: 9.13.1.",
+            "cuda-driver-mismatch",
+        ),
+        ("  Compilation failure: Ran out of memory in memory space hbm. Used 8.38G of 8.00G hbm.", "cuda-oom"),
+        (
+            "(1) Resource exhausted: Attempting to allocate 180.59M. That was not possible. There are 142.58M free.",
+            "cuda-oom",
+        ),
+        ("src/storage/./pooled_storage_manager.h:84: cudaMalloc failed: out of memory", "cuda-oom"),
+        ("mpirun noticed that process rank 1 with PID 4242 on node node-a exited on signal 9 (Killed).", "host-oom"),
+        (
+            "Error writing (tmp) checkpoint file: /data/ckpt/model.ckpt-6.tempstate97: Resource exhausted: /data",
+            "storage-io-failure",
+        ),
+        ("NotFoundError: Error executing an HTTP request: HTTP response code 404 with body '{", "file-not-found"),
+        (
+            "RuntimeError: Unable to initialize backend 'tpu': ABORTED: The TPU is already in use by process with pid 2718",
+            "duplicate-gpu-assignment",
+        ),
+        ("(bert-qa pid=920210) I 05-04 00:52:46 controller.py:100] The cluster is preempted.", "no-failure"),
+        ('{"name": "torchelastic.worker.status.SUCCEEDED", "source": "WORKER", "timestamp": 0}', "no-failure"),
+        ("# Avg bus bandwidth    : 21.9418 ", "no-failure"),
+        (
+            "RuntimeError: tracing error at step 42: expected the next 2 parameters in the parameter fetch queue to be",
+            "zero3-divergent-forward-hang",
+        ),
+    ],
+)
+def test_wordings_of_setup_memory_storage_and_healthy_runs_from_other_stacks(line: str, entry: str) -> None:
+    # an exception line also carries the generic uncaught-exception evidence; nothing else may match
+    got = _entries(FingerprintMatcher(load_taxonomy()), line)
+    assert entry in got and got - {"uncaught-exception-crash"} == {entry}
+
+
+def test_tensorflow_permission_denied_status_is_permission_denied() -> None:
+    line = "tensorflow.python.framework.errors_impl.PermissionDeniedError: Error executing an HTTP request: HTTP response code 403"
+    assert "permission-denied" in _entries(FingerprintMatcher(load_taxonomy()), line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Invalidate trace cache @ step 0 and module 2187: cache has only 0 modules",
+        "I0820 16:10:25.575558 140208504612672 xla_bridge.py:353] Unable to initialize backend 'rocm': NOT_FOUND: Could not"
+        ' find registered platform with name: "rocm".',
+    ],
+)
+def test_informational_messages_of_healthy_runs_are_no_error_lines(line: str) -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    assert m.is_benign(line) and _entries(m, line) == set()
+
+
+def test_a_tpu_held_by_another_process_is_not_an_informational_backend_probe() -> None:
+    line = (
+        "RuntimeError: Unable to initialize backend 'tpu': ABORTED: The TPU is already in use by process with pid 2718"
+    )
+    assert not FingerprintMatcher(load_taxonomy()).is_benign(line)
