@@ -97,14 +97,15 @@ def test_the_same_split_over_crash_entries_is_unknown(model: DenpexModel, monkey
     assert model.classify(text=OOM).label == "unknown"
 
 
-def test_no_failure_evidence_is_unknown_when_a_failure_entry_is_only_fairly_likely(
+def test_no_failure_evidence_is_no_failure_when_a_failure_entry_is_only_fairly_likely(
     model: DenpexModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # above the abstention threshold, but on a log without a single error line that is no answer
+    # above the abstention threshold, but on a log without a single error line that is no answer:
+    # not "unknown" either (a failure the taxonomy cannot name) - the log shows no failure
     assert model.abstain_threshold < 0.55 < model.no_evidence_answer
     _fix_proba(model, monkeypatch, cuda_oom=0.55, no_failure=0.02)
     d = model.classify(text=HEALTHY)
-    assert d.label == "unknown" and d.abstained
+    assert d.label == "no-failure" and d.no_failure and not d.abstained
     assert d.confidence == pytest.approx(0.45)
     assert d.best_guess == "cuda-oom" and d.initiating_rank is None
 
@@ -132,7 +133,7 @@ def test_with_failure_evidence_a_likely_no_failure_does_not_hide_the_failure(
 ) -> None:
     _fix_proba(model, monkeypatch, cuda_oom=0.55)
     assert model.classify(text=OOM).label == "cuda-oom"
-    assert model.classify(text=HEALTHY).label == "unknown"  # same scores, no evidence
+    assert model.classify(text=HEALTHY).label == "no-failure"  # same scores, no evidence
 
 
 def test_a_hang_is_never_no_failure_and_the_hang_entries_weigh_more(

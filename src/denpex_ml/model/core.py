@@ -186,7 +186,7 @@ class DenpexModel:
 
     #: A job with no error evidence (no fingerprint, no error line, no hang) is answered with the
     #: head's best failure when that is at least this likely (an error the line detectors do not
-    #: know, e.g. a socket message without an exception name); else "no failure" or "unknown".
+    #: know, e.g. a socket message without an exception name); else "no failure".
     no_evidence_answer: float = 0.6
 
     def job_proba(self, a: JobAnalysis, proba: np.ndarray) -> np.ndarray:
@@ -207,8 +207,9 @@ class DenpexModel:
         * ``outside``, a root-cause fingerprint of the ``unknown`` entry (a failure known to lie
           outside the taxonomy, e.g. a cloud refusing capacity) stronger than any entry's
           (:func:`~denpex_ml.features.fingerprints.outside_taxonomy`) -> ``unknown``;
-        * no error evidence at all (no fingerprint, no error line, no hang signal) -> ``no-failure``
-          when the model finds that likelier than its best failure, else ``unknown``;
+        * no error evidence at all (no fingerprint, no error line, no hang signal) -> the best
+          failure when the model is sure of it (:attr:`no_evidence_answer`), else ``no-failure``:
+          ``unknown`` names a failure the taxonomy cannot, and this log shows none;
         * the best entry above the abstention threshold -> that entry;
         * a hang or transport entry below it, while its family together is likely -> that entry;
         * otherwise ``unknown`` (its confidence: the mass not on the best entry).
@@ -232,6 +233,8 @@ class DenpexModel:
                     return NO_FAILURE_ID, share, best
             if best != NO_FAILURE_ID and p_best >= self.no_evidence_answer:
                 return best, p_best, best
+            if no_fail is not None:  # nothing in the log shows a failure: none found
+                return NO_FAILURE_ID, 1.0 - p_best if best != NO_FAILURE_ID else p_best, best
             return UNKNOWN_ID, 1.0 - p_best, best
         if p_best >= self.abstain_threshold:
             return best, p_best, best
