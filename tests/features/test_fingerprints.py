@@ -7,6 +7,7 @@ import pytest
 
 from denpex_ml.baselines import RuleBaseline
 from denpex_ml.features import FingerprintMatcher
+from denpex_ml.features.fingerprints import outside_taxonomy
 from denpex_ml.logs import read_logs
 from denpex_ml.taxonomy import load_taxonomy
 
@@ -666,3 +667,22 @@ def test_a_tpu_held_by_another_process_is_not_an_informational_backend_probe() -
         "RuntimeError: Unable to initialize backend 'tpu': ABORTED: The TPU is already in use by process with pid 2718"
     )
     assert not FingerprintMatcher(load_taxonomy()).is_benign(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ssh not successful for host node-b:",
+        "root@node-b: Permission denied (publickey,password).",
+        "ORTE was unable to reliably start one or more daemons.",
+        "bash: /usr/local/bin/orted: No such file or directory",
+        'Failed to pull image "busybox:1.28": rpc error: code = Unknown desc = toomanyrequests: You have reached your pull rate limit.',
+        "jobtest-worker-0   0/1   ImagePullBackOff   0   4m",
+    ],
+)
+def test_workers_that_never_started_on_another_host_or_pod_lie_outside_the_taxonomy(line: str) -> None:
+    # the generic "Permission denied" / "No such file or directory" these lines carry weigh less
+    m = FingerprintMatcher(load_taxonomy())
+    assert "unknown" in _entries(m, line)
+    hit = outside_taxonomy(m.scan(ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines))
+    assert hit is not None and hit.entry_id == "unknown"
