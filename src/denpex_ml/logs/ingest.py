@@ -19,7 +19,7 @@ import zipfile
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import re2
 
@@ -38,7 +38,7 @@ from denpex_ml.logs.columnar import (
 )
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
-from denpex_ml.logs.masking import Masker
+from denpex_ml.logs.masking import MAX_FIRST_PIECES_REGEX, Masker, first_pieces_alternation
 from denpex_ml.logs.nccl_lines import NCCL_SHAPE, bare_nccl_hosts, nccl_hosts
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_blocks
 from denpex_ml.logs.patterns import (
@@ -89,6 +89,21 @@ def _retention_templates(texts: list[str]) -> list[str]:
 
 #: Largest Flight Recorder dump read (bytes); larger ones are skipped with a warning.
 _NCCL_COMM_RANK = re.compile(r"\brank (\d+) nranks (\d+)\b")
+
+
+class _Scanned(NamedTuple):
+    """A block's line table and its lines' answers, asked by :meth:`Builder._fused_scan`."""
+
+    table: Any
+    hit: Any  # lines the masking gates or learned hosts' first pieces match in; None: not asked yet
+    salient: Any
+
+
+def _hit_pattern(masker: Masker) -> bytes:
+    """The masking gates and the learned hosts' first pieces (while few): the lines to mask."""
+    first_rx = masker._first_regex()
+    gate: bytes = masker._gate().pattern
+    return gate if first_rx is None else gate + b"|" + first_rx.pattern
 
 
 @dataclass
@@ -155,6 +170,7 @@ class Builder:
         self.bundle = LogBundle()
         self._deferred: list[_Stream] = []  # streams with tail lines still in a block (columnar path)
         self._recent: deque[Block] = deque(maxlen=_KEPT_BLOCKS)  # blocks tail lines may still point into
+        self._fuse = True  # try _fused_scan (until a block needs the general parser)
 
     def _stream(self, key: StreamKey) -> _Stream:
         st = self.streams.get(key)
@@ -178,6 +194,20 @@ class Builder:
             text = block
         if self.launcher.open:  # a launcher summary cut by the block boundary: its lines are fed on
             return self._general_bytes(raw, masker, source, file_rank, lineno)
+        if (
+            FUSED_SCAN
+            and self._fuse
+            and file_rank is None
+            and COLUMNAR_MIN_BYTES is not None
+            and len(raw) >= COLUMNAR_MIN_BYTES
+            and raw.endswith(b"\n")
+            and raw.isascii()
+            and b"Failures:" not in raw  # the one general-parser trigger that can span lines
+        ):
+            scanned = self._fused_scan(raw, masker)
+            if scanned is not None:
+                return self._add_block_columnar(raw, masker, source, file_rank, lineno, None, scanned)
+            self._fuse = False  # a block of this job needs the general parser: the next ones likely too
         m = (_NOT_FAST_RANKED_B if file_rank is not None and BARE_NCCL_FAST else _NOT_FAST_B).search(raw)
         if m is None:
             return self._add_block_fast(text, raw, masker, source, file_rank, lineno)
@@ -227,6 +257,7 @@ class Builder:
         file_rank: int | None,
         lineno: int,
         hosts: dict[int, str] | None = None,
+        scanned: _Scanned | None = None,
     ) -> int:
         """What :meth:`_add_block_lines` does, with every per-line question asked of the whole
         block at once (RE2 scans of the block, numpy, Arrow for timestamps: see
@@ -237,7 +268,7 @@ class Builder:
 
         from denpex_ml.logs.columnar import LineTable
 
-        table = LineTable(raw)
+        table = LineTable(raw) if scanned is None else scanned.table
         n = table.n
         head = table.window(raw, _WINDOW) if n else np.zeros((0, _WINDOW), dtype=np.uint8)
         ts_len, pre_len, ranks = rank_prefixes(head)
@@ -251,7 +282,7 @@ class Builder:
             ts_len[maybe_ts] = ts_found
             after = table.window(raw, _WINDOW, maybe_ts, ts_found)
             _, pre_len[maybe_ts], ranks[maybe_ts] = rank_prefixes(after)
-        if b" NCCL" in raw and not hosts:  # with bare NCCL lines their hosts were learned in line order
+        if scanned is None and b" NCCL" in raw and not hosts:  # bare NCCL lines' hosts were learned in line order
             self._learn_nccl_hosts(raw, masker)
         prefixed = pre_len > 0
         n_prefixed = int(np.count_nonzero(prefixed))
@@ -259,8 +290,12 @@ class Builder:
             self.bundle.formats["torchrun"] += n_prefixed
         blk = Block(raw, table.starts, table.ends, ts_len, pre_len, source, lineno)
         blk.hosts = hosts or None
-        hits = self._hit_lines(table, raw, masker)
-        salient = table.scan(_SALIENT_B)
+        if scanned is None:
+            hits = self._hit_lines(table, raw, masker)
+            salient = table.scan(_SALIENT_B)
+        else:
+            hits = self._hit_lines(table, raw, masker, scanned.hit)
+            salient = scanned.salient
         blk.salient = salient
         if len(hits):
             idx = hits.tolist()
@@ -344,15 +379,16 @@ class Builder:
         if hosts:
             masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
 
-    def _hit_lines(self, table: Any, raw: bytes, masker: Masker) -> Any:
-        """Sorted indices of the lines that masking may change: what :class:`_Detector` flags."""
+    def _hit_lines(self, table: Any, raw: bytes, masker: Masker, hit: Any = None) -> Any:
+        """Sorted indices of the lines that masking may change: what :class:`_Detector` flags
+        (``hit``: the lines of the scan below, found by :meth:`_fused_scan`)."""
         import numpy as np
 
-        gate = masker._gate().pattern
         first_rx = masker._first_regex()
-        # the rule gates and the learned hosts' first pieces by one scan: a line is flagged when
-        # either starts a match in it, which is when their alternation does
-        hit = table.scan(gate if first_rx is None else gate + b"|" + first_rx.pattern, _OPTIONS)
+        if hit is None:
+            # the rule gates and the learned hosts' first pieces by one scan: a line is flagged when
+            # either starts a match in it, which is when their alternation does
+            hit = table.scan(_hit_pattern(masker), _OPTIONS)
         if b"PRIVATE KEY" in raw:
             starts = sorted({s for s in _key_block_lines(raw) if s < len(raw)})
             if starts:
@@ -362,6 +398,70 @@ class Builder:
                 if i < table.n:
                     hit[i] = True
         return np.flatnonzero(hit)
+
+    def _fused_scan(self, raw: bytes, masker: Masker) -> _Scanned | None:
+        """The three whole-block questions of a columnar block of an unranked file, by one RE2
+        scan: does a line need the general parser, which lines may masking change, which are
+        salient. ``None`` (nothing learned) when a line needs the general parser.
+
+        One scan finds every line in which any of the patterns starts a match (none of them can
+        match a newline: the one general-parser trigger that can, ``^\\s*Failures:``, keeps a block
+        off this path). The few lines it finds, joined by newlines, are then asked each question
+        on their own (a line starts a match in the joined text exactly where it does in the
+        block). The hosts of the block's NCCL lines are learned first only on paper: the learned
+        hosts' first pieces are asked with those pieces added, and are asked again of the whole
+        block if learning them gave other pieces."""
+        import numpy as np
+
+        from denpex_ml.logs.columnar import LineTable
+
+        found = nccl_hosts(raw) if b" NCCL" in raw else set()
+        names = sorted({h.decode("utf-8", "replace") for h in found})
+        pieces = masker.first_pieces_after(names)
+        if len(pieces) > MAX_FIRST_PIECES_REGEX:
+            return None if _NOT_FAST_B.search(raw) is not None else self._scanned_plain(raw, masker, names)
+        first = first_pieces_alternation(pieces)
+        hit_pattern = masker._gate().pattern + (b"|" + first if first else b"")
+        table = LineTable(raw)
+        every = matching_line_ends(_NOT_FAST_PATTERN_B + b"|" + _SALIENT_B + b"|" + hit_pattern, raw, _OPTIONS)
+        rows = np.searchsorted(table.ends, np.array(every, dtype=np.int64))
+        starts = table.starts[rows].tolist()
+        ends = table.ends[rows].tolist()
+        joined = b"\n".join([raw[a:b] for a, b in zip(starts, ends, strict=True)])
+        if _NOT_FAST_B.search(joined) is not None:
+            return None
+        if names:
+            masker.learn_hosts(names)  # what _learn_nccl_hosts learns
+        lengths = np.array(ends, dtype=np.int64) - np.array(starts, dtype=np.int64)
+        line_ends = np.cumsum(lengths + 1) - 1  # of the joined lines
+        sal = np.searchsorted(line_ends, np.array(matching_line_ends(_SALIENT_B, joined), dtype=np.int64))
+        salient = np.zeros(table.n, dtype=np.bool_)
+        salient[rows[sal]] = True
+        if set(masker._first) != pieces or (masker._first and masker._first_regex() is None):
+            return _Scanned(table, None, salient)  # learning gave other pieces: the whole block is asked
+        hit = np.zeros(table.n, dtype=np.bool_)
+        hit[rows] = True
+        if len(sal):  # a salient line was found for salience, not necessarily for masking
+            hit[rows[sal]] = False
+            sal_rows = rows[sal]
+            sal_joined = b"\n".join(
+                [raw[a:b] for a, b in zip(table.starts[sal_rows].tolist(), table.ends[sal_rows].tolist(), strict=True)]
+            )
+            sal_ends = np.cumsum(table.ends[sal_rows] - table.starts[sal_rows] + 1) - 1
+            masked = np.searchsorted(
+                sal_ends, np.array(matching_line_ends(hit_pattern, sal_joined, _OPTIONS), dtype=np.int64)
+            )
+            hit[sal_rows[masked]] = True
+        return _Scanned(table, hit, salient)
+
+    def _scanned_plain(self, raw: bytes, masker: Masker, names: list[str]) -> _Scanned:
+        """What :meth:`_fused_scan` gives, asked of the whole block one question at a time."""
+        from denpex_ml.logs.columnar import LineTable
+
+        if names:
+            masker.learn_hosts(names)
+        table = LineTable(raw)
+        return _Scanned(table, None, table.scan(_SALIENT_B))
 
     def _flush_tails(self) -> None:
         """Every deferred tail line becomes a string (before anything else touches the tails)."""
@@ -688,7 +788,8 @@ _NOT_FAST_PATTERN = (
     r"|Root Cause \(first observed failure\)|^\s*Failures:"
 )
 # RE2 on bytes: linear time, no per-match offset conversion
-_NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN.encode())
+_NOT_FAST_PATTERN_B = _NOT_FAST_PATTERN.encode()
+_NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN_B)
 #: The same for a per-rank file (its rank known from the file name), where an NCCL debug line at
 #: line start (``host:pid:tid [dev] NCCL ...``) needs no stream key of its own: it takes the fast
 #: path (:func:`~denpex_ml.logs.nccl_lines.bare_nccl_hosts`); behind a timestamp it still needs the general parser.
@@ -699,6 +800,10 @@ _NOT_FAST_RANKED_B = re2.compile(
     + rb")"
     + NCCL_SHAPE.encode()
 )
+
+#: Columnar blocks of unranked files asked their three whole-block questions by one scan
+#: (:meth:`Builder._fused_scan`); False: one scan each (the reference ``tests/logs/test_fused_scan.py`` compares against).
+FUSED_SCAN = True
 
 #: Per-rank files' NCCL debug lines on the fast path; False: the general parser reads every block
 #: holding one (the reference ``tests/logs/test_bare_nccl_fast_path.py`` compares against).

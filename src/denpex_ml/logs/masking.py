@@ -244,10 +244,8 @@ class Masker:
     def _register(self, host: str, pseudonym: str) -> None:
         """Make ``host`` matched in free text when it cannot be an ordinary word."""
         name = _encode(host)
-        if len(name) > 253 or not any(c in name for c in b"0123456789-."):
-            return  # "main", "login": masked where they stand in a host field, not everywhere
-        pieces = _PIECE.findall(name)
-        if not pieces or len(pieces) > MAX_HOST_PIECES or not name[:1].isalnum() or not name[-1:].isalnum():
+        pieces = _free_text_pieces(name)
+        if pieces is None:
             return
         self._free[name] = pseudonym.encode()
         self._known_rx = None
@@ -256,6 +254,33 @@ class Masker:
             self._first_rx = None
         if self._first.get(first, 0) < len(pieces):
             self._first[first] = len(pieces)
+
+    def first_pieces_after(self, hosts: Iterable[str]) -> set[bytes]:
+        """The first pieces of the host names matched in free text (the keys of ``_first``) once
+        :meth:`learn_hosts` of ``hosts`` is done, without learning anything."""
+        first = set(self._first)
+        known = set(self._hosts)
+        for host in hosts:
+            if _IPV4_FULL.fullmatch(host) or host in known:
+                continue
+            if not host or _PSEUDONYM.fullmatch(host) or host.lower() in _NOT_HOSTS or host.startswith("<masked"):
+                continue  # host_pseudonym learns no such name
+            known.add(host)
+            names = [host]
+            short = host.split(".", 1)[0]
+            if (
+                short != host
+                and short.lower() not in _NOT_HOSTS
+                and short not in known
+                and not _PSEUDONYM.fullmatch(short)
+            ):
+                known.add(short)
+                names.append(short)
+            for name in names:
+                pieces = _free_text_pieces(_encode(name))
+                if pieces is not None:
+                    first.add(pieces[0])
+        return first
 
     def learn_hosts(self, hosts: Iterable[str]) -> None:
         """Register hostnames found in structural positions (prefixes, launcher summaries). An
@@ -510,8 +535,7 @@ class Masker:
         if not self._first or len(self._first) > MAX_FIRST_PIECES_REGEX:
             return None
         if self._first_rx is None:
-            alternation = b"|".join(re2.escape(p) for p in sorted(self._first, key=len, reverse=True))
-            self._first_rx = re2.compile(alternation, options=_OPTIONS)
+            self._first_rx = re2.compile(first_pieces_alternation(self._first), options=_OPTIONS)
         return self._first_rx
 
     def _candidates(self, data: bytes) -> Iterator[int]:
@@ -567,6 +591,22 @@ class Masker:
             return data
         out.append(data[last:])
         return b"".join(out)
+
+
+def _free_text_pieces(name: bytes) -> list[bytes] | None:
+    """The alphanumeric pieces of a host name matched in free text; ``None``: a name that is not
+    ("main", "login": masked where they stand in a host field, not everywhere; too long; too many pieces)."""
+    if len(name) > 253 or not any(c in name for c in b"0123456789-."):
+        return None
+    pieces = _PIECE.findall(name)
+    if not pieces or len(pieces) > MAX_HOST_PIECES or not name[:1].isalnum() or not name[-1:].isalnum():
+        return None
+    return pieces
+
+
+def first_pieces_alternation(pieces: Iterable[bytes]) -> bytes:
+    """The RE2 alternation of the learned hosts' first pieces (longest first)."""
+    return b"|".join(re2.escape(p) for p in sorted(pieces, key=len, reverse=True))
 
 
 def _piece_at(data: bytes, start: int) -> bytes:
