@@ -1,0 +1,31 @@
+"""Cheap block-level checks stand in for a pass over the block only where they agree with it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from denpex_ml.logs import normalize
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 7, 8, 64, 65, 1000])
+def test_no_line_longer_only_where_no_line_is_longer(limit: int) -> None:
+    """``_no_line_longer`` (a search per run of limit // 2 bytes) is never true where ``_longest_line``
+    (numpy, every newline) finds a longer line, and the block is cleaned as before."""
+    rng = random.Random(limit)
+    lengths = [0, 1, limit // 2 - 1, limit // 2, limit // 2 + 1, limit - 1, limit, limit + 1, limit + 2, 2 * limit]
+    for _ in range(400):
+        lines = [b"x" * rng.choice([*lengths, rng.randint(0, 3 * limit)]) for _ in range(rng.randint(1, 30))]
+        raw = b"\n".join(lines) + rng.choice([b"\n", b""])
+        if normalize._no_line_longer(raw, limit):
+            assert normalize._longest_line(raw) <= limit
+        saved = normalize._no_line_longer
+        try:
+            normalize._no_line_longer = lambda _raw, _limit: False  # type: ignore[assignment]
+            reference = normalize._clean_block(raw + b"\n", limit)
+        finally:
+            normalize._no_line_longer = saved  # type: ignore[assignment]
+        assert normalize._clean_block(raw + b"\n", limit) == reference
+    assert normalize._no_line_longer(b"ab\n" * 1000, 64)  # the common case takes the cheap answer
+
