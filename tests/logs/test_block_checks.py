@@ -29,3 +29,23 @@ def test_no_line_longer_only_where_no_line_is_longer(limit: int) -> None:
         assert normalize._clean_block(raw + b"\n", limit) == reference
     assert normalize._no_line_longer(b"ab\n" * 1000, 64)  # the common case takes the cheap answer
 
+
+@pytest.mark.parametrize("seed", range(4))
+def test_line_windows_equal_the_index_path(seed: int) -> None:
+    """``LineTable.window`` by sliding windows reads what an index per byte reads, past the end too."""
+    import numpy as np
+
+    from denpex_ml.logs.columnar import LineTable
+
+    rng = random.Random(seed)
+    for _ in range(200):
+        raw = b"".join(b"y" * rng.randint(0, 30) + b"\n" for _ in range(rng.randint(1, 40)))
+        table = LineTable(raw)
+        data = np.frombuffer(raw, dtype=np.uint8)
+        for width in (1, 5, 18, 64, len(raw), len(raw) + 3):
+            rows = np.array(sorted(rng.sample(range(table.n), rng.randint(0, table.n))), dtype=np.int64)
+            skip = np.array([rng.randint(0, 40) for _ in rows], dtype=np.int64)
+            for args, first in (((), table.starts), ((rows, skip), table.starts[rows] + skip)):
+                got = table.window(raw, width, *args)
+                want = LineTable._window_by_index(data, first, width)
+                assert got.shape == want.shape and (got == want).all()

@@ -83,13 +83,30 @@ class LineTable:
         bytes), one row per line. Bytes after a line's end are the next lines', or the block's
         final newline: a pattern read in them must hold no newline."""
         import numpy as np
+        from numpy.lib.stride_tricks import sliding_window_view
 
         data = np.frombuffer(raw, dtype=np.uint8)
         first = self.starts if rows is None else self.starts[rows]
         if skip is not None:
             first = first + skip
+        size = len(raw)
+        if size < width:
+            return self._window_by_index(data, first, width)
+        # rows of the block's sliding windows (no index per byte); a window that would run past
+        # the end reads the last byte there, as the index path does
+        out: npt.NDArray[np.uint8] = sliding_window_view(data, width)[np.minimum(first, size - width)]
+        late = np.flatnonzero(first > size - width)
+        if len(late):
+            out[late] = self._window_by_index(data, first[late], width)
+        return out
+
+    @staticmethod
+    def _window_by_index(data: Any, first: Any, width: int) -> npt.NDArray[np.uint8]:
+        """:meth:`window` by an index per byte (bytes past the end: the last byte)."""
+        import numpy as np
+
         at = first[:, None] + np.arange(width)
-        np.minimum(at, len(raw) - 1, out=at)
+        np.minimum(at, len(data) - 1, out=at)
         out: npt.NDArray[np.uint8] = data[at]
         return out
 
