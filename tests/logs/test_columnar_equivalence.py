@@ -90,6 +90,12 @@ EDGE_CASES = {
         "[rank1]: saved to /home/alice/ckpt, mail bob@example.com\n"
     ),
     "truncated": "[rank0]: " + "x" * 70_000 + "\n[rank0]: after\n",
+    # streams grouped by a 16-bit sort, and by a 64-bit one when a rank does not fit
+    "many-streams": "".join(f"[rank{(i * 37) % 300}]: step {i} Error {i % 3}\n" for i in range(3000)),
+    "large-ranks": "".join(
+        f"[rank{r}]: step {i} loss 1.0\n" for i, r in enumerate([7, 40000, 7, 999999, 32767, 32768, 5, 65541] * 40)
+    ),
+    "all-blank": "\n \n\t\n" * 200,
 }
 
 

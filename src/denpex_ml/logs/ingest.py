@@ -18,6 +18,7 @@ import tarfile
 import zipfile
 import zlib
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -132,11 +133,11 @@ class _Stream:
             self.pending[0] = (b, first[self.n_pending - maxlen :])
             self.n_pending = maxlen
 
-    def flush_tail(self, keep: tuple[Block, ...] = ()) -> None:
-        """The deferred tail lines of every block not in ``keep`` become strings (in order)."""
+    def flush_tail(self, keep: Collection[int] = ()) -> None:
+        """The deferred tail lines of every block not in ``keep`` (ids of blocks) become strings (in order)."""
         done = 0
         for b, idx in self.pending:
-            if any(b is k for k in keep):
+            if id(b) in keep:
                 break
             self.tail.extend(b.items(idx.tolist()))
             self.n_pending -= len(idx)
@@ -326,48 +327,64 @@ class Builder:
         self.bundle.n_truncated_lines += raw.count(TRUNCATION_MARK_B)
         kept = np.flatnonzero(keys != _SKIP)
         kk = keys[kept]
-        uniq, first_at, counts = np.unique(kk, return_index=True, return_counts=True)
-        perm = np.argsort(kk, kind="stable")
-        bounds = np.zeros(len(uniq) + 1, dtype=np.int64)
-        np.cumsum(counts, out=bounds[1:])
+        # the kept lines grouped by stream (a stable sort: in line order within a stream); stream
+        # codes are ranks, -1: a 16-bit sort (radix) unless a rank is larger
+        small = len(kk) and int(kk.min()) >= -32768 and int(kk.max()) <= 32767
+        perm = np.argsort(kk.astype(np.int16) if small else kk, kind="stable")
+        order = kept[perm]
+        codes = kk[perm]
+        if len(codes):
+            bounds = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [len(codes)]))
+        else:
+            bounds = np.zeros(1, dtype=np.int64)
+        group_starts = bounds[:-1]
+        sal_order = salient[order]
+        n_sal = np.add.reduceat(sal_order.astype(np.int64), group_starts).tolist() if len(order) else []
+        bl = bounds.tolist()
+        uniq = codes[group_starts].tolist()
         ret = self.ret
+        head_max, tail_max, per_template = ret.head, ret.tail, ret.per_template
+        self.bundle.n_lines += len(order)
         touched: list[_Stream] = []
-        for g in np.argsort(first_at, kind="stable").tolist():
-            code = int(uniq[g])
+        # streams in the order of their first line in the block
+        for g in np.argsort(perm[group_starts], kind="stable").tolist():
+            code = uniq[g]
             key: StreamKey = GLOBAL_STREAM if code == _GLOBAL else code
-            idx = kept[perm[bounds[g] : bounds[g + 1]]]
+            b0 = bl[g]
+            m = bl[g + 1] - b0
             st = self._stream(key)
-            m = len(idx)
-            self.bundle.n_lines += m
             before = st.n_lines
             st.n_lines += m
-            sal_idx = idx[salient[idx]]
-            st.n_salient += len(sal_idx)
-            take_head = max(0, ret.head - before)
+            ns = n_sal[g]
+            st.n_salient += ns
+            take_head = head_max - before if before < head_max else 0
+            idx = order[b0 : b0 + m]
             if take_head:
                 st.head.extend(blk.items(idx[:take_head].tolist()))
-            cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
-            if len(sal_idx) and len(st.salient) < cap:
-                n_head = min(take_head, m)
-                last_head = idx[n_head - 1] if n_head else -1
-                offered = sal_idx[sal_idx > last_head].tolist()
-                texts = blk.lines(offered)
-                # the templates of all of them by one substitution (no template holds a newline)
-                tpls = _retention_templates(texts) if texts else []
-                for i, text, tpl in zip(offered, texts, tpls, strict=True):
-                    if len(st.salient) >= cap:
-                        break  # offer_salient would refuse it and every later one, changing nothing
-                    host = hosts.get(i) if hosts else None
-                    st.offer_templated((source, lineno + i + 1, text, host, True), tpl, ret.per_template)
-            rest_idx = idx[take_head:]
-            if len(rest_idx):
-                st.defer_tail(blk, rest_idx[-ret.tail :] if ret.tail else rest_idx[:0], ret.tail)
+            if ns:
+                cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
+                if len(st.salient) < cap:
+                    sal_idx = idx[sal_order[b0 : b0 + m]]
+                    n_head = min(take_head, m)
+                    last_head = idx[n_head - 1] if n_head else -1
+                    offered = sal_idx[sal_idx > last_head].tolist()
+                    texts = blk.lines(offered)
+                    # the templates of all of them by one substitution (no template holds a newline)
+                    tpls = _retention_templates(texts) if texts else []
+                    for i, text, tpl in zip(offered, texts, tpls, strict=True):
+                        if len(st.salient) >= cap:
+                            break  # offer_salient would refuse it and every later one, changing nothing
+                        host = hosts.get(i) if hosts else None
+                        st.offer_templated((source, lineno + i + 1, text, host, True), tpl, per_template)
+            if m > take_head:
+                if tail_max:
+                    st.defer_tail(blk, idx[max(take_head, m - tail_max) :], tail_max)
                 touched.append(st)
         if hosts:
             self._stream(file_rank if file_rank is not None else GLOBAL_STREAM).hosts.update(hosts.values())
         # tails still pointing into an earlier block become strings now: that block goes
         self._recent.append(blk)
-        keep = tuple(self._recent)
+        keep = {id(b) for b in self._recent}
         for st in self._deferred:
             st.flush_tail(keep)
         self._deferred = [st for st in {id(s): s for s in (*self._deferred, *touched)}.values() if st.pending]
