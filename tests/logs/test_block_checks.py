@@ -49,3 +49,20 @@ def test_line_windows_equal_the_index_path(seed: int) -> None:
                 got = table.window(raw, width, *args)
                 want = LineTable._window_by_index(data, first, width)
                 assert got.shape == want.shape and (got == want).all()
+
+
+def test_contains_is_the_substring_test() -> None:
+    """``patterns.contains`` (RE2, Latin-1, literal) answers as ``literal in data`` on any bytes."""
+    from denpex_ml.logs.normalize import TRUNCATION_MARK
+    from denpex_ml.logs.patterns import contains
+
+    rng = random.Random(1)
+    alphabet = b"PF\xe2\x80\xa6ab\n \x00\xff.*("
+    for _ in range(20000):
+        literal = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+        data = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        assert contains(literal, data) == (literal in data), (literal, data)
+    for literal in (b"Failures:", b"PRIVATE KEY"):
+        assert contains(literal, b"x\xff\n" + literal + b"\n")
+        assert not contains(literal, b"x\xff\n" + literal[:-1] + b"\n" + literal[1:])
+    assert not TRUNCATION_MARK.isascii()  # an ASCII block holds no truncation mark: it is not counted

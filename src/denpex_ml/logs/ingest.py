@@ -47,6 +47,7 @@ from denpex_ml.logs.patterns import (
     ISO_TS_PREFIX,
     RANK_TAG,
     DigitShapeCache,
+    contains,
     required_literals,
 )
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
@@ -203,7 +204,7 @@ class Builder:
             and len(raw) >= COLUMNAR_MIN_BYTES
             and raw.endswith(b"\n")
             and raw.isascii()
-            and b"Failures:" not in raw  # the one general-parser trigger that can span lines
+            and not contains(b"Failures:", raw)  # the one general-parser trigger that can span lines
         ):
             scanned = self._fused_scan(raw, masker)
             if scanned is not None:
@@ -324,7 +325,8 @@ class Builder:
                 if "[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest or "[PG ID" in rest:
                     found = message_rank(rest)
                     keys[i] = _GLOBAL if found is None else found
-        self.bundle.n_truncated_lines += raw.count(TRUNCATION_MARK_B)
+        if not raw.isascii():  # the mark is not ASCII
+            self.bundle.n_truncated_lines += raw.count(TRUNCATION_MARK_B)
         kept = np.flatnonzero(keys != _SKIP)
         kk = keys[kept]
         # the kept lines grouped by stream (a stable sort: in line order within a stream); stream
@@ -406,7 +408,7 @@ class Builder:
             # the rule gates and the learned hosts' first pieces by one scan: a line is flagged when
             # either starts a match in it, which is when their alternation does
             hit = table.scan(_hit_pattern(masker), _OPTIONS)
-        if b"PRIVATE KEY" in raw:
+        if contains(b"PRIVATE KEY", raw):
             starts = sorted({s for s in _key_block_lines(raw) if s < len(raw)})
             if starts:
                 hit[np.searchsorted(table.starts, np.array(starts, dtype=np.int64))] = True

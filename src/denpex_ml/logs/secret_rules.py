@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import re2
 
+from denpex_ml.logs.patterns import contains
+
 __all__ = ["DEFAULT_RULES", "KEY_MAX_LINES", "MaskRule", "mask_secrets"]
 
 _OPTIONS = re2.Options()
@@ -472,7 +474,7 @@ def _mask_key_blocks(data: bytes) -> tuple[bytes, int]:
     show a key was printed); each body line becomes ``<masked:private-key>``. A block ends
     at its END marker, at a line that is not key material, or after :data:`KEY_MAX_LINES`.
     """
-    if b"PRIVATE KEY" not in data:
+    if not contains(b"PRIVATE KEY", data):
         return data, 0
     token = _masked("private-key")
     lines = data.split(b"\n")
