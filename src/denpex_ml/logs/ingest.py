@@ -447,13 +447,18 @@ class Builder:
         starts = table.starts[rows].tolist()
         ends = table.ends[rows].tolist()
         joined = b"\n".join([raw[a:b] for a, b in zip(starts, ends, strict=True)])
-        if _NOT_FAST_B.search(joined) is not None:
-            return None
-        if names:
-            masker.learn_hosts(names)  # what _learn_nccl_hosts learns
         lengths = np.array(ends, dtype=np.int64) - np.array(starts, dtype=np.int64)
         line_ends = np.cumsum(lengths + 1) - 1  # of the joined lines
-        sal = np.searchsorted(line_ends, np.array(matching_line_ends(_SALIENT_B, joined), dtype=np.int64))
+        # the salient lines and those for the general parser by one scan of the joined lines, then
+        # the general parser's pattern on the few found: when it is in none, they are the salient ones
+        found_ends = matching_line_ends(_SALIENT_OR_NOT_FAST_B, joined)
+        sal = np.searchsorted(line_ends, np.array(found_ends, dtype=np.int64))
+        if found_ends:
+            found_starts = (line_ends[sal] - lengths[sal]).tolist()
+            if _NOT_FAST_B.search(b"\n".join([joined[a:b] for a, b in zip(found_starts, found_ends, strict=True)])):
+                return None
+        if names:
+            masker.learn_hosts(names)  # what _learn_nccl_hosts learns
         salient = np.zeros(table.n, dtype=np.bool_)
         salient[rows[sal]] = True
         if set(masker._first) != pieces or (masker._first and masker._first_regex() is None):
@@ -848,6 +853,7 @@ _SKIP = -2
 _TS_WINDOW = 64
 _MSG_RANK_HINT_B = rb"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
 _SALIENT_B = SALIENT_PATTERN.encode()
+_SALIENT_OR_NOT_FAST_B = _SALIENT_B + b"|" + _NOT_FAST_PATTERN_B
 _NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
 _WINDOW = 18  # "[default" + 6 digits + "]: " + 1
 
