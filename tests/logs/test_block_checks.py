@@ -66,3 +66,35 @@ def test_contains_is_the_substring_test() -> None:
         assert contains(literal, b"x\xff\n" + literal + b"\n")
         assert not contains(literal, b"x\xff\n" + literal[:-1] + b"\n" + literal[1:])
     assert not TRUNCATION_MARK.isascii()  # an ASCII block holds no truncation mark: it is not counted
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nccl_hosts_of_lines_equal_nccl_hosts(seed: int) -> None:
+    """The hosts of a block's NCCL lines found with numpy and one findall are ``nccl_hosts``' own."""
+    from denpex_ml.logs.columnar import LineTable
+    from denpex_ml.logs.nccl_lines import nccl_hosts, nccl_hosts_of_lines
+
+    rng = random.Random(seed)
+    heads = [b"", b"[rank3]:", b"[rank3]: ", b"[default12]:", b"[rank]:", b"x ", b"2024-05-01 10:00:00 ", b"  "]
+    hosts = [b"gpu-1", b"node017.cluster.local", b"a_b", b"-x", b"10.1.2.3", b"h" * 300, b"", b"g:h"]
+    tails = [
+        b" NCCL INFO ring",
+        b" NCCL WARN x NCCL",
+        b" NCCLX",
+        b" NCC",
+        b" NCCL INFO peer gpu-b2:3:4 [1] NCCL INFO y",
+    ]
+    for _ in range(300):
+        lines = []
+        for _ in range(rng.randint(0, 12)):
+            pid = b"%d:%d" % (rng.randint(0, 99), rng.randint(0, 99)) if rng.random() < 0.9 else b"1:x"
+            dev = b" [%d]" % rng.randint(0, 9) if rng.random() < 0.9 else b"[1]"
+            lines.append(rng.choice(heads) + rng.choice(hosts) + b":" + pid + dev + rng.choice(tails))
+            if rng.random() < 0.3:
+                lines.append(b"plain line " + rng.choice(tails))
+        raw = b"".join(line + b"\n" for line in lines)
+        table = LineTable(raw)
+        assert nccl_hosts_of_lines(raw, table.starts, table.ends) == nccl_hosts(raw), raw
+    raw = b"[rank1]:gpu-9:1:2 [0] NCCL INFO x\n" * 50
+    table = LineTable(raw)
+    assert nccl_hosts_of_lines(raw, table.starts, table.ends) == {b"gpu-9"}

@@ -40,7 +40,7 @@ from denpex_ml.logs.columnar import (
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
 from denpex_ml.logs.masking import MAX_FIRST_PIECES_REGEX, Masker, first_pieces_alternation
-from denpex_ml.logs.nccl_lines import NCCL_SHAPE, bare_nccl_hosts, nccl_hosts
+from denpex_ml.logs.nccl_lines import NCCL_SHAPE, bare_nccl_hosts, nccl_hosts, nccl_hosts_of_lines
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_blocks
 from denpex_ml.logs.patterns import (
     HOST_PREFIX_SCREEN,
@@ -285,7 +285,7 @@ class Builder:
             after = table.window(raw, _WINDOW, maybe_ts, ts_found)
             _, pre_len[maybe_ts], ranks[maybe_ts] = rank_prefixes(after)
         if scanned is None and b" NCCL" in raw and not hosts:  # bare NCCL lines' hosts were learned in line order
-            self._learn_nccl_hosts(raw, masker)
+            self._learn_nccl_hosts(raw, masker, table)
         prefixed = pre_len > 0
         n_prefixed = int(np.count_nonzero(prefixed))
         if n_prefixed:
@@ -392,9 +392,10 @@ class Builder:
         self._deferred = [st for st in {id(s): s for s in (*self._deferred, *touched)}.values() if st.pending]
         return lineno + n
 
-    def _learn_nccl_hosts(self, raw: bytes, masker: Masker) -> None:
+    def _learn_nccl_hosts(self, raw: bytes, masker: Masker, table: Any = None) -> None:
         """Hosts of NCCL debug text (``host:pid:tid [dev] NCCL``), as the block-level findall finds them."""
-        hosts = {h.decode("utf-8", "replace") for h in nccl_hosts(raw)}
+        found = nccl_hosts(raw) if table is None else nccl_hosts_of_lines(raw, table.starts, table.ends)
+        hosts = {h.decode("utf-8", "replace") for h in found}
         if hosts:
             masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
 
@@ -434,14 +435,14 @@ class Builder:
 
         from denpex_ml.logs.columnar import LineTable
 
-        found = nccl_hosts(raw) if b" NCCL" in raw else set()
+        table = LineTable(raw)
+        found = nccl_hosts_of_lines(raw, table.starts, table.ends) if b" NCCL" in raw else set()
         names = sorted({h.decode("utf-8", "replace") for h in found})
         pieces = masker.first_pieces_after(names)
         if len(pieces) > MAX_FIRST_PIECES_REGEX:
-            return None if _NOT_FAST_B.search(raw) is not None else self._scanned_plain(raw, masker, names)
+            return None if _NOT_FAST_B.search(raw) is not None else self._scanned_plain(raw, masker, names, table)
         first = first_pieces_alternation(pieces)
         hit_pattern = masker._gate().pattern + (b"|" + first if first else b"")
-        table = LineTable(raw)
         every = matching_line_ends(_NOT_FAST_PATTERN_B + b"|" + _SALIENT_B + b"|" + hit_pattern, raw, _OPTIONS)
         rows = np.searchsorted(table.ends, np.array(every, dtype=np.int64))
         starts = table.starts[rows].tolist()
@@ -478,13 +479,10 @@ class Builder:
             hit[sal_rows[masked]] = True
         return _Scanned(table, hit, salient)
 
-    def _scanned_plain(self, raw: bytes, masker: Masker, names: list[str]) -> _Scanned:
+    def _scanned_plain(self, raw: bytes, masker: Masker, names: list[str], table: Any) -> _Scanned:
         """What :meth:`_fused_scan` gives, asked of the whole block one question at a time."""
-        from denpex_ml.logs.columnar import LineTable
-
         if names:
             masker.learn_hosts(names)
-        table = LineTable(raw)
         return _Scanned(table, None, table.scan(_SALIENT_B))
 
     def _flush_tails(self) -> None:
