@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -98,3 +99,46 @@ def test_nccl_hosts_of_lines_equal_nccl_hosts(seed: int) -> None:
     raw = b"[rank1]:gpu-9:1:2 [0] NCCL INFO x\n" * 50
     table = LineTable(raw)
     assert nccl_hosts_of_lines(raw, table.starts, table.ends) == {b"gpu-9"}
+
+
+def _corpus() -> list[str]:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [
+        p.read_text(encoding="utf-8", errors="replace") for p in sorted((root / "tests" / "fixtures").rglob("*.log"))
+    ]
+    for path in sorted((root / "data" / "real").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines()[:150]:
+            row = json.loads(line) if line.strip() else {}
+            if isinstance(row.get("log"), str):
+                texts.append(row["log"])
+    rng = random.Random(7)
+    words = ["gpu-node-7.cluster.local", "10.0.0.1", "fe80::1", "host=n1", "/home/bob/x", "token=abc123def456",
+             "bob@example.com", "ip-1.com", "a.b.local-", "x", " ", "\n", "--host n2", "::", "node-3", "KEY-----1.2.3.4.com"]  # fmt: skip
+    texts += ["".join(rng.choice(words) for _ in range(rng.randint(0, 60))) for _ in range(400)]
+    return texts
+
+
+def test_masking_without_a_generator_masks_as_through_finditer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_substitute`` stepping through the matches itself gives ``_finditer``'s substitution, and the
+    FQDN stage's learned-name cache gives what asking again gives: the same text, counts, pseudonyms."""
+    from denpex_ml.logs import masking, secret_rules
+    from denpex_ml.logs.masking import Masker
+
+    class NoStore(dict[bytes, bytes]):
+        def __setitem__(self, key: bytes, value: bytes) -> None:
+            pass
+
+    def run(cache: bool) -> tuple[list[str], dict[str, int], list[tuple[str, str]]]:
+        masker = Masker()
+        if not cache:
+            masker._fqdn_known = NoStore()
+        out = [masker.mask(text) for text in _corpus()]
+        out += [masker.mask(text) for text in _corpus()[-50:]]  # names learned: the cache answers
+        return out, dict(masker.counts), list(masker.reveal_map().items())
+
+    fast = run(True)
+    monkeypatch.setattr(secret_rules, "_substitute", secret_rules._substitute_iter)
+    monkeypatch.setattr(masking, "_substitute", secret_rules._substitute_iter)
+    assert run(False) == fast

@@ -337,7 +337,7 @@ class Block:
         p = self.pre_len[idx].tolist()
         return b"\n".join(
             [
-                raw[a:b] if not pl else raw[a : a + tl] + raw[a + tl + pl : b]
+                raw[a:b] if not pl else raw[a + pl : b] if not tl else raw[a : a + tl] + raw[a + tl + pl : b]
                 for a, b, tl, pl in zip(s, e, t, p, strict=True)
             ]
         )

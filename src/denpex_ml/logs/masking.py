@@ -192,6 +192,8 @@ class Masker:
     _first_rx: Any = field(default=None, init=False, repr=False)
     _known_rx: re.Pattern[bytes] | None = field(default=None, init=False, repr=False)
     _known_literals: Any = field(default=None, init=False, repr=False)  # the same names in RE2, no look-arounds
+    #: qualified names the FQDN stage met that are learned hosts -> their pseudonyms (bytes)
+    _fqdn_known: dict[bytes, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def _gate(self) -> Any:
         parts = [r.gate_pattern for r in self.rules] + [_GATE_IPV4, _GATE_IPV6, _GATE_HOSTS]
@@ -489,11 +491,19 @@ class Masker:
             return end
         if data[end : end + 1] == b"-" or end - start > 253:
             return end
-        if _PSEUDONYM_B.fullmatch(_DASH_RUN.split(m.group().split(b".", 1)[0])[-1]):
+        found = data[start:end]
+        known = self._fqdn_known.get(found)
+        if known is not None:  # a learned name: what the lines below give it, without asking again
+            return start, end, known
+        if _PSEUDONYM_B.fullmatch(_DASH_RUN.split(found.split(b".", 1)[0])[-1]):
             # "ip-1.com": an address masked already (10.1.2.3.com), also behind a run of dashes
             # that glued it to a word ("KEY-----10.1.2.3.com")
             return end
-        return start, end, self.host_pseudonym(m.group().decode()).encode()
+        name = found.decode()
+        pseudonym = self.host_pseudonym(name)
+        if pseudonym != name and self._hosts.get(name) == pseudonym:  # it stays this name's pseudonym
+            self._fqdn_known[found] = pseudonym.encode()
+        return start, end, pseudonym.encode()
 
     def _sub_known(self, data: bytes) -> bytes:
         """``_known_rx.sub(pseudonym, data)``, tried only where a learned name stands.
