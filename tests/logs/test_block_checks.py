@@ -142,3 +142,29 @@ def test_masking_without_a_generator_masks_as_through_finditer(monkeypatch: pyte
     monkeypatch.setattr(secret_rules, "_substitute", secret_rules._substitute_iter)
     monkeypatch.setattr(masking, "_substitute", secret_rules._substitute_iter)
     assert run(False) == fast
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_factored_names_substitute_as_the_look_behind_pattern(seed: int) -> None:
+    """Learned names with their common prefix first are replaced where and as ``_known_rx`` replaces them."""
+    import re
+
+    from denpex_ml.logs.masking import Masker, _factored_names
+
+    rng = random.Random(seed)
+    prefix = rng.choice(["gpu-node-", "gpu", "n.1", "ab-"])
+    names = sorted({prefix + rng.choice(["", "1", "12", "1.cluster.local", "2", "x", "-3", "1-2"]) for _ in range(12)})
+    names = [n for n in names if n] or [prefix + "1"]
+    masker = Masker()
+    masker.learn_hosts(names)
+    free = masker._free
+    ordered = sorted(free, key=len, reverse=True)
+    factored = _factored_names(ordered)
+    if len(min(ordered, key=len)) < 3 or factored is None:
+        return
+    reference = re.compile(rb"(?<![A-Za-z0-9])(?:" + b"|".join(re.escape(h) for h in ordered) + rb")(?![A-Za-z0-9])")
+    pieces = [n.encode() for n in names] + [b"x", b"1", b" ", b"\n", b"-", b".", b"gpu", b"node-", b"A", b":"]
+    for _ in range(2000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert factored.sub(lambda m: free[m.group()], data) == reference.sub(lambda m: free[m.group()], data), data
+        assert masker._mask_known(data) == masker._sub_known(data), data

@@ -192,6 +192,8 @@ class Masker:
     _first_rx: Any = field(default=None, init=False, repr=False)
     _known_rx: re.Pattern[bytes] | None = field(default=None, init=False, repr=False)
     _known_literals: Any = field(default=None, init=False, repr=False)  # the same names in RE2, no look-arounds
+    #: _known_rx with the names' common prefix first (None: a prefix too short to search for)
+    _known_factored: re.Pattern[bytes] | None = field(default=None, init=False, repr=False, compare=False)
     #: qualified names the FQDN stage met that are learned hosts -> their pseudonyms (bytes)
     _fqdn_known: dict[bytes, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -580,6 +582,9 @@ class Masker:
                 names = b"|".join(re.escape(h) for h in ordered)
                 self._known_rx = re.compile(rb"(?<![A-Za-z0-9])(?:" + names + rb")(?![A-Za-z0-9])")
                 self._known_literals = re2.compile(b"|".join(re2.escape(h) for h in ordered), options=_OPTIONS)
+                self._known_factored = _factored_names(ordered)
+            if self._known_factored is not None:
+                return self._known_factored.sub(lambda m: free[m.group()], data)
             return self._sub_known(data)
         if self._first_regex() is None and first.keys().isdisjoint(_PIECE.findall(data)):
             return data
@@ -601,6 +606,31 @@ class Masker:
             return data
         out.append(data[last:])
         return b"".join(out)
+
+
+#: Shortest common prefix of the learned names for which :func:`_factored_names` is used.
+MIN_FACTORED_PREFIX = 3
+
+
+def _factored_names(ordered: list[bytes]) -> re.Pattern[bytes] | None:
+    """``_known_rx`` (the names in this order between non-alphanumerics) written with the names'
+    common prefix first: ``P(?<![A-Za-z0-9]P)(?:rest1|rest2...)(?![A-Za-z0-9])``. It matches where
+    and as ``_known_rx`` does (the look-behind after ``P`` reads the byte before ``P``), and
+    Python's ``re`` searches for the literal ``P`` instead of trying the look-behind at every byte:
+    ``sub`` with it is about twice as fast as :meth:`Masker._sub_known` on NCCL-heavy lines.
+    None when the names share fewer than :data:`MIN_FACTORED_PREFIX` bytes."""
+    if not ordered:
+        return None
+    low, high = min(ordered), max(ordered)  # every name lies between them: their prefix is all the names'
+    k = 0
+    while k < min(len(low), len(high)) and low[k] == high[k]:
+        k += 1
+    prefix = low[:k]
+    if len(prefix) < MIN_FACTORED_PREFIX:
+        return None
+    rests = b"|".join(re.escape(h[len(prefix) :]) for h in ordered)
+    head = re.escape(prefix)
+    return re.compile(head + rb"(?<![A-Za-z0-9]" + head + rb")(?:" + rests + rb")(?![A-Za-z0-9])")
 
 
 def _free_text_pieces(name: bytes) -> list[bytes] | None:
