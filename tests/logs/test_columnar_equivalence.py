@@ -96,6 +96,12 @@ EDGE_CASES = {
         f"[rank{r}]: step {i} loss 1.0\n" for i, r in enumerate([7, 40000, 7, 999999, 32767, 32768, 5, 65541] * 40)
     ),
     "all-blank": "\n \n\t\n" * 200,
+    # a longer name learned after lines holding it were masked: they keep the names known then
+    "names-learned-later": "[rank0]:gpu-1:1:2 [0] NCCL INFO ring\n"
+    + "[rank1]: peer gpu-1 and gpu-1-b ok\n" * 3
+    + "[rank2]: step 1 loss 2.0 filler line\n" * 6
+    + "[rank3]:gpu-1-b:3:4 [1] NCCL INFO ring\n"
+    + "[rank2]: step 1 loss 2.0 filler line\n" * 80,
 }
 
 
