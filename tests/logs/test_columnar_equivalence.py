@@ -90,6 +90,18 @@ EDGE_CASES = {
         "[rank1]: saved to /home/alice/ckpt, mail bob@example.com\n"
     ),
     "truncated": "[rank0]: " + "x" * 70_000 + "\n[rank0]: after\n",
+    # streams grouped by a 16-bit sort, and by a 64-bit one when a rank does not fit
+    "many-streams": "".join(f"[rank{(i * 37) % 300}]: step {i} Error {i % 3}\n" for i in range(3000)),
+    "large-ranks": "".join(
+        f"[rank{r}]: step {i} loss 1.0\n" for i, r in enumerate([7, 40000, 7, 999999, 32767, 32768, 5, 65541] * 40)
+    ),
+    "all-blank": "\n \n\t\n" * 200,
+    # a longer name learned after lines holding it were masked: they keep the names known then
+    "names-learned-later": "[rank0]:gpu-1:1:2 [0] NCCL INFO ring\n"
+    + "[rank1]: peer gpu-1 and gpu-1-b ok\n" * 3
+    + "[rank2]: step 1 loss 2.0 filler line\n" * 6
+    + "[rank3]:gpu-1-b:3:4 [1] NCCL INFO ring\n"
+    + "[rank2]: step 1 loss 2.0 filler line\n" * 80,
 }
 
 
@@ -281,3 +293,54 @@ def test_retention_templates_equal_the_substitution() -> None:
     variants = ["".join(rng.choice("123456789") if c in "123456789" else c for c in t) for t in texts]
     for batch in (texts, variants, [t.replace("1", "0") for t in texts]):
         assert ingest._retention_templates(batch) == [ingest._TEMPLATE.sub("#", t) for t in batch]
+
+
+def _rank_prefixes_reference(head: Any) -> tuple[Any, Any, Any]:
+    """The previous ``columnar.rank_prefixes`` (byte comparisons row-wise, cumulative products)."""
+    import numpy as np
+
+    n = len(head)
+    pre = np.zeros(n, dtype=np.int64)
+    ranks = np.full(n, -1, dtype=np.int64)
+    for word in (b"[rank", b"[default"):
+        off = len(word)
+        rows = np.flatnonzero((head[:, :off] == np.frombuffer(word, dtype=np.uint8)).all(axis=1))
+        if not len(rows):
+            continue
+        h = head[rows, off : off + 10].astype(np.int64)
+        digit = (h >= 48) & (h <= 57)
+        run = np.cumprod(digit[:, :7], axis=1).sum(axis=1)
+        at = np.arange(len(rows))
+        close = np.minimum(run, 7)
+        ok = (run >= 1) & (run <= 6) & (h[at, close] == 93) & (h[at, np.minimum(close + 1, 9)] == 58)
+        value = np.zeros(len(rows), dtype=np.int64)
+        for k in range(6):
+            value = np.where(k < run, value * 10 + (h[:, k] - 48), value)
+        space = h[at, np.minimum(close + 2, 9)] == 32
+        pre[rows] = np.where(ok, off + run + 2 + space, 0)
+        ranks[rows] = np.where(ok, value, -1)
+    return np.zeros(n, dtype=np.int64), pre, ranks
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rank_prefixes_equal_the_reference(seed: int) -> None:
+    """Word-wise, column-by-column ``rank_prefixes`` reads every window as the row-wise reference."""
+    import numpy as np
+
+    from denpex_ml.logs.columnar import rank_prefixes
+
+    rng = random.Random(seed)
+    heads = [b"[rank", b"[default", b"[ran", b"[defaul", b"[Rank", b"x[rank", b"", b"[rank[rank"]
+    tails = [b"0", b"7", b"12", b"123456", b"1234567", b"00000012", b"", b"/", b":", b"\xff", b"9" * 9]
+    ends = [b"]:", b"]: ", b"]:  ", b"]", b"] :", b":]", b"]:x", b"]\n", b"]:\n"]
+    rows = []
+    for _ in range(3000):
+        line = rng.choice(heads) + rng.choice(tails) + rng.choice(ends) + bytes(rng.randrange(256) for _ in range(4))
+        if rng.random() < 0.1:
+            line = bytes(rng.randrange(256) for _ in range(rng.randint(0, 18)))
+        rows.append((line + b"\n" * 18)[:18])
+    uniform = [(b"[rank%d]: x" % rng.randrange(10**6) + b" " * 18)[:18] for _ in range(500)]
+    for group in (rows, uniform, rows[:1], rows[:0]):
+        head = np.frombuffer(b"".join(group), dtype=np.uint8).reshape(len(group), 18)
+        for got, want in zip(rank_prefixes(head), _rank_prefixes_reference(head), strict=True):
+            assert got.tolist() == want.tolist()

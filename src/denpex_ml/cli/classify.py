@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from dataclasses import replace
@@ -12,6 +13,7 @@ from denpex_ml.cli.console import EXIT_OK, add_model_args, usage_error
 
 if TYPE_CHECKING:
     from denpex_ml.cli.console import SubParsers
+    from denpex_ml.model.core import DenpexModel
 
 __all__ = ["add_parser", "run"]
 
@@ -36,6 +38,17 @@ def run(args: argparse.Namespace) -> int:
     if args.path is None:
         return usage_error("classify", "give a PATH (or '-' for stdin)")
     model = load_model(args.model, taxonomy_dirs=args.taxonomy) if (args.model or args.taxonomy) else default_model()
+    # the modules and the model outlive the job: the garbage collector's full passes need not
+    # walk them while it runs (~3% of a 200 MB job's time); unfrozen after it (main() in a test)
+    gc.freeze()
+    try:
+        _classify(args, model)
+    finally:
+        gc.unfreeze()
+    return EXIT_OK
+
+
+def _classify(args: argparse.Namespace, model: DenpexModel) -> None:
     if args.path == "-":  # streamed: long lines are cut while reading, memory stays flat
         from time import perf_counter
 
@@ -57,4 +70,3 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(d.to_dict(), indent=2))
     else:
         print(d.summary())
-    return EXIT_OK

@@ -83,13 +83,30 @@ class LineTable:
         bytes), one row per line. Bytes after a line's end are the next lines', or the block's
         final newline: a pattern read in them must hold no newline."""
         import numpy as np
+        from numpy.lib.stride_tricks import sliding_window_view
 
         data = np.frombuffer(raw, dtype=np.uint8)
         first = self.starts if rows is None else self.starts[rows]
         if skip is not None:
             first = first + skip
+        size = len(raw)
+        if size < width:
+            return self._window_by_index(data, first, width)
+        # rows of the block's sliding windows (no index per byte); a window that would run past
+        # the end reads the last byte there, as the index path does
+        out: npt.NDArray[np.uint8] = sliding_window_view(data, width)[np.minimum(first, size - width)]
+        late = np.flatnonzero(first > size - width)
+        if len(late):
+            out[late] = self._window_by_index(data, first[late], width)
+        return out
+
+    @staticmethod
+    def _window_by_index(data: Any, first: Any, width: int) -> npt.NDArray[np.uint8]:
+        """:meth:`window` by an index per byte (bytes past the end: the last byte)."""
+        import numpy as np
+
         at = first[:, None] + np.arange(width)
-        np.minimum(at, len(raw) - 1, out=at)
+        np.minimum(at, len(data) - 1, out=at)
         out: npt.NDArray[np.uint8] = data[at]
         return out
 
@@ -238,31 +255,45 @@ def iso_timestamps(win: Any, raw: bytes, starts: Any) -> Any:
     return out
 
 
+_RANK_WORD = int.from_bytes(b"[rank", "little")  # the first bytes of a line, read as one little-endian word
+_DEFAULT_WORD = int.from_bytes(b"[default", "little")
+
+
 def rank_prefixes(head: Any) -> tuple[Any, Any, Any]:
     """``[rankN]:`` / ``[defaultN]:`` (then one optional space) at the start of each line, from
-    the first bytes of the lines: (timestamp length: zeros, prefix length, rank or -1)."""
+    the first bytes of the lines (at least 18 a line): (timestamp length: zeros, prefix length,
+    rank or -1). A line's first 8 bytes are read as one word; the digits column by column."""
     import numpy as np
 
     n = len(head)
     pre = np.zeros(n, dtype=np.int64)
     ranks = np.full(n, -1, dtype=np.int64)
-    for word in (b"[rank", b"[default"):
-        off = len(word)
-        rows = np.flatnonzero((head[:, :off] == np.frombuffer(word, dtype=np.uint8)).all(axis=1))
-        if not len(rows):
+    if not n:
+        return np.zeros(n, dtype=np.int64), pre, ranks
+    first = np.ascontiguousarray(head[:, :8]).view("<u8").ravel()
+    for rows, off in (
+        (np.flatnonzero((first & 0xFFFFFFFFFF) == _RANK_WORD), 5),
+        (np.flatnonzero(first == _DEFAULT_WORD), 8),
+    ):
+        m = len(rows)
+        if not m:
             continue
-        h = head[rows, off : off + 10].astype(np.int64)  # up to 7 digits, "]", ":", " "
-        digit = (h >= 48) & (h <= 57)
-        run = np.cumprod(digit[:, :7], axis=1).sum(axis=1)  # leading digits
-        at = np.arange(len(rows))
-        close = np.minimum(run, 7)
-        ok = (run >= 1) & (run <= 6) & (h[at, close] == 93) & (h[at, np.minimum(close + 1, 9)] == 58)
-        value = np.zeros(len(rows), dtype=np.int64)
-        for k in range(6):
-            value = np.where(k < run, value * 10 + (h[:, k] - 48), value)
-        space = h[at, np.minimum(close + 2, 9)] == 32
-        pre[rows] = np.where(ok, off + run + 2 + space, 0)
-        ranks[rows] = np.where(ok, value, -1)
+        h = head[:, off : off + 10] if m == n else head[rows, off : off + 10]  # up to 7 digits, "]", ":", " "
+        digits = (h - np.uint8(48)).T.copy()  # a digit's value; any other byte is above 9
+        value = np.zeros(m, dtype=np.int64)
+        run = np.zeros(m, dtype=np.int64)  # leading digits, up to 7
+        going = np.ones(m, dtype=np.bool_)
+        for k in range(7):
+            going &= digits[k] <= 9
+            if k < 6:
+                np.copyto(value, value * 10 + digits[k], where=going)
+            run += going
+        at = np.arange(m)
+        ok = (run >= 1) & (run <= 6) & (h[at, run] == 93) & (h[at, run + 1] == 58)
+        space = h[at, run + 2] == 32
+        where = slice(None) if m == n else rows
+        pre[where] = np.where(ok, off + run + 2 + space, 0)
+        ranks[where] = np.where(ok, value, -1)
     return np.zeros(n, dtype=np.int64), pre, ranks
 
 
@@ -306,7 +337,7 @@ class Block:
         p = self.pre_len[idx].tolist()
         return b"\n".join(
             [
-                raw[a:b] if not pl else raw[a : a + tl] + raw[a + tl + pl : b]
+                raw[a:b] if not pl else raw[a + pl : b] if not tl else raw[a : a + tl] + raw[a + tl + pl : b]
                 for a, b, tl, pl in zip(s, e, t, p, strict=True)
             ]
         )

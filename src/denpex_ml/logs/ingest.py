@@ -18,8 +18,9 @@ import tarfile
 import zipfile
 import zlib
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import re2
 
@@ -38,14 +39,15 @@ from denpex_ml.logs.columnar import (
 )
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
-from denpex_ml.logs.masking import Masker
-from denpex_ml.logs.nccl_lines import NCCL_SHAPE, bare_nccl_hosts, nccl_hosts
+from denpex_ml.logs.masking import MAX_FIRST_PIECES_REGEX, Masker, first_pieces_alternation
+from denpex_ml.logs.nccl_lines import NCCL_SHAPE, bare_nccl_hosts, nccl_hosts, nccl_hosts_of_lines
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_blocks
 from denpex_ml.logs.patterns import (
     HOST_PREFIX_SCREEN,
     ISO_TS_PREFIX,
     RANK_TAG,
     DigitShapeCache,
+    contains,
     required_literals,
 )
 from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
@@ -91,6 +93,21 @@ def _retention_templates(texts: list[str]) -> list[str]:
 _NCCL_COMM_RANK = re.compile(r"\brank (\d+) nranks (\d+)\b")
 
 
+class _Scanned(NamedTuple):
+    """A block's line table and its lines' answers, asked by :meth:`Builder._fused_scan`."""
+
+    table: Any
+    hit: Any  # lines the masking gates or learned hosts' first pieces match in; None: not asked yet
+    salient: Any
+
+
+def _hit_pattern(masker: Masker) -> bytes:
+    """The masking gates and the learned hosts' first pieces (while few): the lines to mask."""
+    first_rx = masker._first_regex()
+    gate: bytes = masker._gate().pattern
+    return gate if first_rx is None else gate + b"|" + first_rx.pattern
+
+
 @dataclass
 class _Stream:
     head: list[tuple[str, int, str, str | None, bool]] = field(default_factory=list)
@@ -117,11 +134,11 @@ class _Stream:
             self.pending[0] = (b, first[self.n_pending - maxlen :])
             self.n_pending = maxlen
 
-    def flush_tail(self, keep: tuple[Block, ...] = ()) -> None:
-        """The deferred tail lines of every block not in ``keep`` become strings (in order)."""
+    def flush_tail(self, keep: Collection[int] = ()) -> None:
+        """The deferred tail lines of every block not in ``keep`` (ids of blocks) become strings (in order)."""
         done = 0
         for b, idx in self.pending:
-            if any(b is k for k in keep):
+            if id(b) in keep:
                 break
             self.tail.extend(b.items(idx.tolist()))
             self.n_pending -= len(idx)
@@ -155,6 +172,7 @@ class Builder:
         self.bundle = LogBundle()
         self._deferred: list[_Stream] = []  # streams with tail lines still in a block (columnar path)
         self._recent: deque[Block] = deque(maxlen=_KEPT_BLOCKS)  # blocks tail lines may still point into
+        self._fuse = True  # try _fused_scan (until a block needs the general parser)
 
     def _stream(self, key: StreamKey) -> _Stream:
         st = self.streams.get(key)
@@ -178,6 +196,20 @@ class Builder:
             text = block
         if self.launcher.open:  # a launcher summary cut by the block boundary: its lines are fed on
             return self._general_bytes(raw, masker, source, file_rank, lineno)
+        if (
+            FUSED_SCAN
+            and self._fuse
+            and file_rank is None
+            and COLUMNAR_MIN_BYTES is not None
+            and len(raw) >= COLUMNAR_MIN_BYTES
+            and raw.endswith(b"\n")
+            and raw.isascii()
+            and not contains(b"Failures:", raw)  # the one general-parser trigger that can span lines
+        ):
+            scanned = self._fused_scan(raw, masker)
+            if scanned is not None:
+                return self._add_block_columnar(raw, masker, source, file_rank, lineno, None, scanned)
+            self._fuse = False  # a block of this job needs the general parser: the next ones likely too
         m = (_NOT_FAST_RANKED_B if file_rank is not None and BARE_NCCL_FAST else _NOT_FAST_B).search(raw)
         if m is None:
             return self._add_block_fast(text, raw, masker, source, file_rank, lineno)
@@ -227,6 +259,7 @@ class Builder:
         file_rank: int | None,
         lineno: int,
         hosts: dict[int, str] | None = None,
+        scanned: _Scanned | None = None,
     ) -> int:
         """What :meth:`_add_block_lines` does, with every per-line question asked of the whole
         block at once (RE2 scans of the block, numpy, Arrow for timestamps: see
@@ -237,7 +270,7 @@ class Builder:
 
         from denpex_ml.logs.columnar import LineTable
 
-        table = LineTable(raw)
+        table = LineTable(raw) if scanned is None else scanned.table
         n = table.n
         head = table.window(raw, _WINDOW) if n else np.zeros((0, _WINDOW), dtype=np.uint8)
         ts_len, pre_len, ranks = rank_prefixes(head)
@@ -251,16 +284,20 @@ class Builder:
             ts_len[maybe_ts] = ts_found
             after = table.window(raw, _WINDOW, maybe_ts, ts_found)
             _, pre_len[maybe_ts], ranks[maybe_ts] = rank_prefixes(after)
-        if b" NCCL" in raw and not hosts:  # with bare NCCL lines their hosts were learned in line order
-            self._learn_nccl_hosts(raw, masker)
+        if scanned is None and b" NCCL" in raw and not hosts:  # bare NCCL lines' hosts were learned in line order
+            self._learn_nccl_hosts(raw, masker, table)
         prefixed = pre_len > 0
         n_prefixed = int(np.count_nonzero(prefixed))
         if n_prefixed:
             self.bundle.formats["torchrun"] += n_prefixed
         blk = Block(raw, table.starts, table.ends, ts_len, pre_len, source, lineno)
         blk.hosts = hosts or None
-        hits = self._hit_lines(table, raw, masker)
-        salient = table.scan(_SALIENT_B)
+        if scanned is None:
+            hits = self._hit_lines(table, raw, masker)
+            salient = table.scan(_SALIENT_B)
+        else:
+            hits = self._hit_lines(table, raw, masker, scanned.hit)
+            salient = scanned.salient
         blk.salient = salient
         if len(hits):
             idx = hits.tolist()
@@ -288,72 +325,91 @@ class Builder:
                 if "[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest or "[PG ID" in rest:
                     found = message_rank(rest)
                     keys[i] = _GLOBAL if found is None else found
-        self.bundle.n_truncated_lines += raw.count(TRUNCATION_MARK_B)
+        if not raw.isascii():  # the mark is not ASCII
+            self.bundle.n_truncated_lines += raw.count(TRUNCATION_MARK_B)
         kept = np.flatnonzero(keys != _SKIP)
         kk = keys[kept]
-        uniq, first_at, counts = np.unique(kk, return_index=True, return_counts=True)
-        perm = np.argsort(kk, kind="stable")
-        bounds = np.zeros(len(uniq) + 1, dtype=np.int64)
-        np.cumsum(counts, out=bounds[1:])
+        # the kept lines grouped by stream (a stable sort: in line order within a stream); stream
+        # codes are ranks, -1: a 16-bit sort (radix) unless a rank is larger
+        small = len(kk) and int(kk.min()) >= -32768 and int(kk.max()) <= 32767
+        perm = np.argsort(kk.astype(np.int16) if small else kk, kind="stable")
+        order = kept[perm]
+        codes = kk[perm]
+        if len(codes):
+            bounds = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [len(codes)]))
+        else:
+            bounds = np.zeros(1, dtype=np.int64)
+        group_starts = bounds[:-1]
+        sal_order = salient[order]
+        n_sal = np.add.reduceat(sal_order.astype(np.int64), group_starts).tolist() if len(order) else []
+        bl = bounds.tolist()
+        uniq = codes[group_starts].tolist()
         ret = self.ret
+        head_max, tail_max, per_template = ret.head, ret.tail, ret.per_template
+        self.bundle.n_lines += len(order)
         touched: list[_Stream] = []
-        for g in np.argsort(first_at, kind="stable").tolist():
-            code = int(uniq[g])
+        # streams in the order of their first line in the block
+        for g in np.argsort(perm[group_starts], kind="stable").tolist():
+            code = uniq[g]
             key: StreamKey = GLOBAL_STREAM if code == _GLOBAL else code
-            idx = kept[perm[bounds[g] : bounds[g + 1]]]
+            b0 = bl[g]
+            m = bl[g + 1] - b0
             st = self._stream(key)
-            m = len(idx)
-            self.bundle.n_lines += m
             before = st.n_lines
             st.n_lines += m
-            sal_idx = idx[salient[idx]]
-            st.n_salient += len(sal_idx)
-            take_head = max(0, ret.head - before)
+            ns = n_sal[g]
+            st.n_salient += ns
+            take_head = head_max - before if before < head_max else 0
+            idx = order[b0 : b0 + m]
             if take_head:
                 st.head.extend(blk.items(idx[:take_head].tolist()))
-            cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
-            if len(sal_idx) and len(st.salient) < cap:
-                n_head = min(take_head, m)
-                last_head = idx[n_head - 1] if n_head else -1
-                offered = sal_idx[sal_idx > last_head].tolist()
-                texts = blk.lines(offered)
-                # the templates of all of them by one substitution (no template holds a newline)
-                tpls = _retention_templates(texts) if texts else []
-                for i, text, tpl in zip(offered, texts, tpls, strict=True):
-                    if len(st.salient) >= cap:
-                        break  # offer_salient would refuse it and every later one, changing nothing
-                    host = hosts.get(i) if hosts else None
-                    st.offer_templated((source, lineno + i + 1, text, host, True), tpl, ret.per_template)
-            rest_idx = idx[take_head:]
-            if len(rest_idx):
-                st.defer_tail(blk, rest_idx[-ret.tail :] if ret.tail else rest_idx[:0], ret.tail)
+            if ns:
+                cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
+                if len(st.salient) < cap:
+                    sal_idx = idx[sal_order[b0 : b0 + m]]
+                    n_head = min(take_head, m)
+                    last_head = idx[n_head - 1] if n_head else -1
+                    offered = sal_idx[sal_idx > last_head].tolist()
+                    texts = blk.lines(offered)
+                    # the templates of all of them by one substitution (no template holds a newline)
+                    tpls = _retention_templates(texts) if texts else []
+                    for i, text, tpl in zip(offered, texts, tpls, strict=True):
+                        if len(st.salient) >= cap:
+                            break  # offer_salient would refuse it and every later one, changing nothing
+                        host = hosts.get(i) if hosts else None
+                        st.offer_templated((source, lineno + i + 1, text, host, True), tpl, per_template)
+            if m > take_head:
+                if tail_max:
+                    st.defer_tail(blk, idx[max(take_head, m - tail_max) :], tail_max)
                 touched.append(st)
         if hosts:
             self._stream(file_rank if file_rank is not None else GLOBAL_STREAM).hosts.update(hosts.values())
         # tails still pointing into an earlier block become strings now: that block goes
         self._recent.append(blk)
-        keep = tuple(self._recent)
+        keep = {id(b) for b in self._recent}
         for st in self._deferred:
             st.flush_tail(keep)
         self._deferred = [st for st in {id(s): s for s in (*self._deferred, *touched)}.values() if st.pending]
         return lineno + n
 
-    def _learn_nccl_hosts(self, raw: bytes, masker: Masker) -> None:
+    def _learn_nccl_hosts(self, raw: bytes, masker: Masker, table: Any = None) -> None:
         """Hosts of NCCL debug text (``host:pid:tid [dev] NCCL``), as the block-level findall finds them."""
-        hosts = {h.decode("utf-8", "replace") for h in nccl_hosts(raw)}
+        found = nccl_hosts(raw) if table is None else nccl_hosts_of_lines(raw, table.starts, table.ends)
+        hosts = {h.decode("utf-8", "replace") for h in found}
         if hosts:
             masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
 
-    def _hit_lines(self, table: Any, raw: bytes, masker: Masker) -> Any:
-        """Sorted indices of the lines that masking may change: what :class:`_Detector` flags."""
+    def _hit_lines(self, table: Any, raw: bytes, masker: Masker, hit: Any = None) -> Any:
+        """Sorted indices of the lines that masking may change: what :class:`_Detector` flags
+        (``hit``: the lines of the scan below, found by :meth:`_fused_scan`)."""
         import numpy as np
 
-        gate = masker._gate().pattern
         first_rx = masker._first_regex()
-        # the rule gates and the learned hosts' first pieces by one scan: a line is flagged when
-        # either starts a match in it, which is when their alternation does
-        hit = table.scan(gate if first_rx is None else gate + b"|" + first_rx.pattern, _OPTIONS)
-        if b"PRIVATE KEY" in raw:
+        if hit is None:
+            # the rule gates and the learned hosts' first pieces by one scan: a line is flagged when
+            # either starts a match in it, which is when their alternation does
+            hit = table.scan(_hit_pattern(masker), _OPTIONS)
+        if contains(b"PRIVATE KEY", raw):
             starts = sorted({s for s in _key_block_lines(raw) if s < len(raw)})
             if starts:
                 hit[np.searchsorted(table.starts, np.array(starts, dtype=np.int64))] = True
@@ -362,6 +418,72 @@ class Builder:
                 if i < table.n:
                     hit[i] = True
         return np.flatnonzero(hit)
+
+    def _fused_scan(self, raw: bytes, masker: Masker) -> _Scanned | None:
+        """The three whole-block questions of a columnar block of an unranked file, by one RE2
+        scan: does a line need the general parser, which lines may masking change, which are
+        salient. ``None`` (nothing learned) when a line needs the general parser.
+
+        One scan finds every line in which any of the patterns starts a match (none of them can
+        match a newline: the one general-parser trigger that can, ``^\\s*Failures:``, keeps a block
+        off this path). The few lines it finds, joined by newlines, are then asked each question
+        on their own (a line starts a match in the joined text exactly where it does in the
+        block). The hosts of the block's NCCL lines are learned first only on paper: the learned
+        hosts' first pieces are asked with those pieces added, and are asked again of the whole
+        block if learning them gave other pieces."""
+        import numpy as np
+
+        from denpex_ml.logs.columnar import LineTable
+
+        table = LineTable(raw)
+        found = nccl_hosts_of_lines(raw, table.starts, table.ends) if b" NCCL" in raw else set()
+        names = sorted({h.decode("utf-8", "replace") for h in found})
+        pieces = masker.first_pieces_after(names)
+        if len(pieces) > MAX_FIRST_PIECES_REGEX:
+            return None if _NOT_FAST_B.search(raw) is not None else self._scanned_plain(raw, masker, names, table)
+        first = first_pieces_alternation(pieces)
+        hit_pattern = masker._gate().pattern + (b"|" + first if first else b"")
+        every = matching_line_ends(_NOT_FAST_PATTERN_B + b"|" + _SALIENT_B + b"|" + hit_pattern, raw, _OPTIONS)
+        rows = np.searchsorted(table.ends, np.array(every, dtype=np.int64))
+        starts = table.starts[rows].tolist()
+        ends = table.ends[rows].tolist()
+        joined = b"\n".join([raw[a:b] for a, b in zip(starts, ends, strict=True)])
+        lengths = np.array(ends, dtype=np.int64) - np.array(starts, dtype=np.int64)
+        line_ends = np.cumsum(lengths + 1) - 1  # of the joined lines
+        # the salient lines and those for the general parser by one scan of the joined lines, then
+        # the general parser's pattern on the few found: when it is in none, they are the salient ones
+        found_ends = matching_line_ends(_SALIENT_OR_NOT_FAST_B, joined)
+        sal = np.searchsorted(line_ends, np.array(found_ends, dtype=np.int64))
+        if found_ends:
+            found_starts = (line_ends[sal] - lengths[sal]).tolist()
+            if _NOT_FAST_B.search(b"\n".join([joined[a:b] for a, b in zip(found_starts, found_ends, strict=True)])):
+                return None
+        if names:
+            masker.learn_hosts(names)  # what _learn_nccl_hosts learns
+        salient = np.zeros(table.n, dtype=np.bool_)
+        salient[rows[sal]] = True
+        if set(masker._first) != pieces or (masker._first and masker._first_regex() is None):
+            return _Scanned(table, None, salient)  # learning gave other pieces: the whole block is asked
+        hit = np.zeros(table.n, dtype=np.bool_)
+        hit[rows] = True
+        if len(sal):  # a salient line was found for salience, not necessarily for masking
+            hit[rows[sal]] = False
+            sal_rows = rows[sal]
+            sal_joined = b"\n".join(
+                [raw[a:b] for a, b in zip(table.starts[sal_rows].tolist(), table.ends[sal_rows].tolist(), strict=True)]
+            )
+            sal_ends = np.cumsum(table.ends[sal_rows] - table.starts[sal_rows] + 1) - 1
+            masked = np.searchsorted(
+                sal_ends, np.array(matching_line_ends(hit_pattern, sal_joined, _OPTIONS), dtype=np.int64)
+            )
+            hit[sal_rows[masked]] = True
+        return _Scanned(table, hit, salient)
+
+    def _scanned_plain(self, raw: bytes, masker: Masker, names: list[str], table: Any) -> _Scanned:
+        """What :meth:`_fused_scan` gives, asked of the whole block one question at a time."""
+        if names:
+            masker.learn_hosts(names)
+        return _Scanned(table, None, table.scan(_SALIENT_B))
 
     def _flush_tails(self) -> None:
         """Every deferred tail line becomes a string (before anything else touches the tails)."""
@@ -688,7 +810,8 @@ _NOT_FAST_PATTERN = (
     r"|Root Cause \(first observed failure\)|^\s*Failures:"
 )
 # RE2 on bytes: linear time, no per-match offset conversion
-_NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN.encode())
+_NOT_FAST_PATTERN_B = _NOT_FAST_PATTERN.encode()
+_NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN_B)
 #: The same for a per-rank file (its rank known from the file name), where an NCCL debug line at
 #: line start (``host:pid:tid [dev] NCCL ...``) needs no stream key of its own: it takes the fast
 #: path (:func:`~denpex_ml.logs.nccl_lines.bare_nccl_hosts`); behind a timestamp it still needs the general parser.
@@ -699,6 +822,10 @@ _NOT_FAST_RANKED_B = re2.compile(
     + rb")"
     + NCCL_SHAPE.encode()
 )
+
+#: Columnar blocks of unranked files asked their three whole-block questions by one scan
+#: (:meth:`Builder._fused_scan`); False: one scan each (the reference ``tests/logs/test_fused_scan.py`` compares against).
+FUSED_SCAN = True
 
 #: Per-rank files' NCCL debug lines on the fast path; False: the general parser reads every block
 #: holding one (the reference ``tests/logs/test_bare_nccl_fast_path.py`` compares against).
@@ -724,6 +851,7 @@ _SKIP = -2
 _TS_WINDOW = 64
 _MSG_RANK_HINT_B = rb"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
 _SALIENT_B = SALIENT_PATTERN.encode()
+_SALIENT_OR_NOT_FAST_B = _SALIENT_B + b"|" + _NOT_FAST_PATTERN_B
 _NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
 _WINDOW = 18  # "[default" + 6 digits + "]: " + 1
 

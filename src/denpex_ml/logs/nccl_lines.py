@@ -9,6 +9,7 @@ once.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import re2
 
@@ -17,7 +18,7 @@ from denpex_ml.logs.patterns import NCCL_HOST
 from denpex_ml.logs.prefixes import parse_prefix
 from denpex_ml.logs.secret_rules import _UNANCHORED
 
-__all__ = ["NCCL_SHAPE", "bare_nccl_hosts", "nccl_hosts"]
+__all__ = ["NCCL_SHAPE", "bare_nccl_hosts", "nccl_hosts", "nccl_hosts_of_lines"]
 
 #: The start of a line that may be an NCCL debug line (the general parser decides).
 NCCL_SHAPE = r"[\w.-]+:\d+:\d+ \[\d"
@@ -136,3 +137,30 @@ def nccl_hosts(data: bytes) -> set[bytes]:
             pos = pos + 1 if pos == stop else stop
         hit = data.find(b" NCCL", end)
     return found
+
+
+#: _PLAIN_KEY on each line of newline-joined keys (no key holds a newline)
+_PLAIN_KEY_AT_LINE = re.compile(rb"(?m)^" + _PLAIN_KEY.pattern + rb"$")
+
+
+def nccl_hosts_of_lines(data: bytes, starts: Any, ends: Any) -> set[bytes]:
+    """:func:`nccl_hosts` of ``data``, whose lines start at ``starts`` and end (their newline) at
+    ``ends`` (a :class:`~denpex_ml.logs.columnar.LineTable`'s): every " NCCL" is found by numpy,
+    each line's key (up to its last " NCCL") is cut, and one ``findall`` over the keys gives the
+    hosts when every key is plain (one host each); else :func:`nccl_hosts` itself."""
+    import numpy as np
+
+    d = np.frombuffer(data, dtype=np.uint8)
+    at = np.flatnonzero(d[1:-3] == 78)  # "N", then the rest of " NCCL" around it
+    at = at[(d[at] == 32) & (d[at + 2] == 67) & (d[at + 3] == 67) & (d[at + 4] == 76)]  # where " NCCL" starts
+    if not len(at):
+        return set()
+    line = np.searchsorted(ends, at)
+    if line[-1] >= len(ends):  # after the last newline
+        return nccl_hosts(data)
+    last = np.flatnonzero(np.append(line[1:] != line[:-1], True))  # each line's last " NCCL"
+    keys = [data[a:b] for a, b in zip(starts[line[last]].tolist(), (at[last] + 5).tolist(), strict=True)]
+    hosts = _PLAIN_KEY_AT_LINE.findall(b"\n".join(keys))
+    if len(hosts) != len(keys):  # a key that is not plain: the line's matches one by one
+        return nccl_hosts(data)
+    return set(hosts)

@@ -207,7 +207,9 @@ def _utf8_blocks(buffered: io.BufferedReader, max_line_chars: int, block_chars: 
 
 def _clean_block(raw: bytes, max_line_chars: int) -> str | bytes:
     plain = raw.isascii() and b"\r" not in raw and b"\x00" not in raw and b"\x1b" not in raw
-    if plain and (len(raw) <= max_line_chars or _longest_line(raw) <= max_line_chars):
+    if plain and (
+        len(raw) <= max_line_chars or _no_line_longer(raw, max_line_chars) or _longest_line(raw) <= max_line_chars
+    ):
         return raw
     return normalize_block(_cap_lines(raw.decode("utf-8", "replace"), max_line_chars))
 
@@ -275,6 +277,17 @@ def _cap_lines(block: str, max_line_chars: int) -> str:
 
 def _longest_line_bytes(block: str) -> int:
     return _longest_line(block.encode("utf-8", "surrogatepass"))
+
+
+def _no_line_longer(raw: bytes, limit: int) -> bool:
+    """True when every run of ``limit // 2`` bytes from a multiple of it holds a newline: a line
+    longer than ``limit`` would hold one such run whole. False says nothing (a few searches, no
+    pass over the whole block: :func:`_longest_line` decides then)."""
+    step = limit // 2
+    if step < 1:
+        return False
+    find = raw.find
+    return all(find(b"\n", at, at + step) >= 0 for at in range(0, len(raw), step))
 
 
 def _longest_line(raw: bytes) -> int:

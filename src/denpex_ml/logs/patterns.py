@@ -36,6 +36,7 @@ __all__ = [
     "SYSLOG_TIMESTAMP",
     "AsciiScreen",
     "ascii_screen_source",
+    "contains",
     "required_literals",
     "template",
     "templates",
@@ -341,3 +342,20 @@ def required_literals(rx: re.Pattern[str]) -> tuple[str, ...] | None:
             return None
         found.append(best)
     return tuple(found)
+
+
+_LITERAL_OPTIONS = re2.Options()
+_LITERAL_OPTIONS.encoding = re2.Options.Encoding.LATIN1  # a byte is a character: any bytes, as given
+_LITERAL_OPTIONS.literal = True
+_LITERALS: dict[bytes, Any] = {}
+_UNANCHORED = re2._Anchor.UNANCHORED
+
+
+def contains(literal: bytes, data: bytes) -> bool:
+    """``literal in data``, by RE2: it skips to each place where the literal's first byte stands
+    (memchr), where bytes' own search reads every byte (~0.6 ms a MiB for ``b"Failures:"``, 0.02 by
+    RE2). For literals whose first byte is rare in logs (not a space or a common letter)."""
+    rx = _LITERALS.get(literal)
+    if rx is None:
+        rx = _LITERALS[literal] = re2.compile(literal, options=_LITERAL_OPTIONS)._regexp.Match
+    return bool(rx(_UNANCHORED, data, 0, len(data))[0][0] != -1)

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import re2
 
+from denpex_ml.logs.patterns import contains
+
 __all__ = ["DEFAULT_RULES", "KEY_MAX_LINES", "MaskRule", "mask_secrets"]
 
 _OPTIONS = re2.Options()
@@ -168,8 +170,45 @@ def _finditer(regex: Any, data: bytes, pos: int = 0) -> Iterator[_Match]:
 def _substitute(regex: Any, data: bytes, edit: EditFn) -> tuple[bytes, int]:
     """Apply ``edit`` to the successive matches of ``regex`` (one RE2 scan of ``data``).
 
-    A match that starts inside text an earlier edit replaced or skipped is passed over.
+    A match that starts inside text an earlier edit replaced or skipped is passed over. The
+    matches are :func:`_finditer`'s, stepped through here without a generator (a search from
+    ``where``; after an edit that read past its match, from where the edit stopped).
     """
+    native = getattr(regex, "_regexp", None)
+    if native is None:  # pragma: no cover - every pattern given here is RE2
+        return _substitute_iter(regex, data, edit)
+    match = native.Match
+    endpos = len(data)
+    out: list[bytes] = []
+    last = pos = n = where = 0
+    while True:
+        start, end = match(_UNANCHORED, data, where, endpos)[0]
+        if start == -1 and end == -1:
+            break
+        if start >= pos:
+            r = edit(_Found(data, start, end), data)
+            if isinstance(r, int):
+                pos = r
+            else:
+                cut, pos, rep = r
+                out.append(data[last:cut])
+                out.append(rep)
+                last = pos
+                n += 1
+            if pos > end:  # an edit read past the match: search on from there, not inside
+                where = max(0, min(pos, endpos))
+                continue
+        if where == endpos:
+            break
+        where = where + 1 if where == end else end
+    if not n:
+        return data, 0
+    out.append(data[last:])
+    return b"".join(out), n
+
+
+def _substitute_iter(regex: Any, data: bytes, edit: EditFn) -> tuple[bytes, int]:
+    """:func:`_substitute` through :func:`_finditer` (the reference the test compares against)."""
     out: list[bytes] = []
     last = pos = n = 0
     matches = _finditer(regex, data)
@@ -472,7 +511,7 @@ def _mask_key_blocks(data: bytes) -> tuple[bytes, int]:
     show a key was printed); each body line becomes ``<masked:private-key>``. A block ends
     at its END marker, at a line that is not key material, or after :data:`KEY_MAX_LINES`.
     """
-    if b"PRIVATE KEY" not in data:
+    if not contains(b"PRIVATE KEY", data):
         return data, 0
     token = _masked("private-key")
     lines = data.split(b"\n")
