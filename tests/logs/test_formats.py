@@ -91,6 +91,19 @@ def test_ray_worker_prefix(log_fixture) -> None:  # type: ignore[no-untyped-def]
     assert b.formats["ray"] == 3
 
 
+def test_vllm_tensor_parallel_workers_name_their_rank() -> None:
+    b = read_logs(
+        text="(Worker_TP0 pid=3682) INFO 09-10 09:37:40 Loading weights took 12.4 seconds\n"
+        "(Worker_TP1 pid=3683) Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'\n"
+        "(Worker_PP1_TP0 pid=3684) INFO 09-10 09:37:40 pipeline stage 1 ready\n"
+        "(EngineCore_DP0 pid=3677) ERROR 09-10 09:37:41 Worker proc VllmWorker-1 died unexpectedly\n"
+    )
+    assert b.ranks == [0, 1]
+    assert any("custom_all_reduce" in t for t in texts(b, 1))
+    # with pipeline stages the global rank is not in the name: a process stream, as for any Ray actor
+    assert {k for k in b.streams if isinstance(k, str)} == {"pid3684", "pid3677"}
+
+
 def test_ucx_prefix(log_fixture) -> None:  # type: ignore[no-untyped-def]
     b = read_logs(log_fixture("ucx.log"))
     key = next(k for k in b.streams if isinstance(k, str) and k.endswith(":pid51234"))

@@ -84,11 +84,18 @@ def _srun(line: str) -> Prefix | None:
     return Prefix("srun", line[m.end() :], rank=int(m.group(1))) if m else None
 
 
+#: vLLM's tensor-parallel worker processes name their rank (``(Worker_TP2 pid=…)``); with pipeline
+#: or data parallelism (``Worker_PP1_TP0``, ``Worker_DP1_TP0``) the global rank is not in the name
+_VLLM_TP_WORKER = re.compile(r"(?:Vllm)?Worker_TP(\d{1,6})")
+
+
 def _ray(line: str) -> Prefix | None:
     m = _RAY.match(line)
     if not m:
         return None
-    return Prefix("ray", line[m.end() :], host=m.group(3), pid=m.group(2))
+    tp = _VLLM_TP_WORKER.fullmatch(m.group(1)) if "_TP" in m.group(1) else None
+    rank = int(tp.group(1)) if tp else None
+    return Prefix("ray", line[m.end() :], rank=rank, host=m.group(3), pid=m.group(2))
 
 
 def _ucx(line: str) -> Prefix | None:
