@@ -255,8 +255,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "decide-unknown-confidence-p-best",
         "src/denpex_ml/model/core.py",
-        "        return UNKNOWN_ID, 1.0 - p_best, best\n\n    def _flight_recorder_choice",
-        "        return UNKNOWN_ID, p_best, best\n\n    def _flight_recorder_choice",
+        "        return UNKNOWN_ID, 1.0 - p_best, best\n\n    #: What a Flight Recorder finding",
+        "        return UNKNOWN_ID, p_best, best\n\n    #: What a Flight Recorder finding",
         ("tests/model/test_decision.py",),
         "unknown's confidence p(best) instead of 1 - p(best) (below the abstention threshold)",
     ),
@@ -274,7 +274,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "            return UNKNOWN_ID, 1.0 - p_best, best\n        if p_best >= self.abstain_threshold:",
         "        if p_best >= self.abstain_threshold:",
         ("tests/model/test_decision.py",),
-        "a log without failure evidence answered with the best failure class",
+        "a log without failure evidence (and a model without a no-failure class) answered with the best failure class",
+    ),
+    Mutant(
+        "decide-no-evidence-no-failure-dropped",
+        "src/denpex_ml/model/core.py",
+        "            if no_fail is not None:  # nothing in the log shows a failure: none found\n"
+        "                return NO_FAILURE_ID, 1.0 - p_best if best != NO_FAILURE_ID else p_best, best\n",
+        "",
+        ("tests/model/test_decision.py",),
+        "a log without failure evidence that the model is not sure of answered unknown instead of no-failure",
     ),
     Mutant(
         "decide-family-rule-dropped",
@@ -313,8 +322,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "featurize-max-lines-cap-off",
         "src/denpex_ml/model/featurize.py",
-        "selected = select_lines(bundle, hits, max_lines=self.max_lines)",
-        "selected = select_lines(bundle, hits, max_lines=10**9)",
+        "selected = select_lines(bundle, hits, max_lines=self.max_lines, benign=self.matcher.is_benign)",
+        "selected = select_lines(bundle, hits, max_lines=10**9, benign=self.matcher.is_benign)",
         ("tests/model/test_featurize.py",),
         "the 96-line embedding cap removed",
     ),

@@ -4,9 +4,9 @@ The probabilities are fixed here (the model's public ``predict_proba`` is replac
 loaded instance), so each rule of the decision is checked on its own with exact figures:
 answer above the abstention threshold; ``unknown`` below it, with the confidence that the
 answer is *not* the best entry (``1 - p(best)``); a hang below the threshold answered when its
-family together is likely; ``no-failure`` or ``unknown`` when the log shows no failure
-evidence at all, unless the best failure entry is confidently likely; the hang prior when the
-hang analysis finds a hang.
+family together is likely; ``no-failure`` when the log shows no failure evidence at all, unless
+the best failure entry is confidently likely (``unknown`` for a model without that class); the
+hang prior when the hang analysis finds a hang.
 """
 
 from __future__ import annotations
@@ -108,6 +108,20 @@ def test_no_failure_evidence_is_no_failure_when_a_failure_entry_is_only_fairly_l
     assert d.label == "no-failure" and d.no_failure and not d.abstained
     assert d.confidence == pytest.approx(0.45)
     assert d.best_guess == "cuda-oom" and d.initiating_rank is None
+
+
+def test_without_a_no_failure_class_a_log_without_evidence_is_unknown(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a model trained before the no-failure class (or on a taxonomy without it) cannot say "none
+    # found": it abstains, with the confidence that the answer is not its best failure entry
+    from denpex_ml.model import core
+
+    _fix_proba(model, monkeypatch, cuda_oom=0.55, no_failure=0.02)
+    monkeypatch.setattr(core, "NO_FAILURE_ID", "no-such-class")
+    d = model.classify(text=HEALTHY)
+    assert d.label == "unknown" and d.abstained
+    assert d.confidence == pytest.approx(0.45)
 
 
 def test_no_failure_evidence_but_a_confident_failure_entry_is_answered(
