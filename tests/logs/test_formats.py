@@ -104,6 +104,21 @@ def test_vllm_tensor_parallel_workers_name_their_rank() -> None:
     assert {k for k in b.streams if isinstance(k, str)} == {"pid3684", "pid3677"}
 
 
+def test_sglang_tensor_parallel_tags_name_the_rank() -> None:
+    text = (
+        "[2025-09-15 14:16:24 TP0] Load weight end. type=Qwen3ForCausalLM, avail mem=61.2 GB\n"
+        "[2025-09-15 14:16:24 TP2] TpModelWorkerClient hit an exception: Traceback (most recent call last):\n"
+        "[2025-09-15 14:16:25 TP1 EP1] Capture cuda graph end.\n"
+        "[2025-09-15 14:16:25 DP1 TP3] Scheduler hit an exception\n"
+        "HTTP request to TPU host failed\n"
+    )
+    b = read_logs(text=text)
+    assert b.ranks == [0, 1, 2]
+    assert any("TpModelWorkerClient" in t for t in texts(b, 2))
+    # with a data-parallel index beside it the tag is not the global rank: the global stream keeps it
+    assert any("Scheduler hit" in t for t in texts(b, "global"))
+
+
 def test_ucx_prefix(log_fixture) -> None:  # type: ignore[no-untyped-def]
     b = read_logs(log_fixture("ucx.log"))
     key = next(k for k in b.streams if isinstance(k, str) and k.endswith(":pid51234"))

@@ -322,7 +322,14 @@ class Builder:
                 rows = np.flatnonzero(unprefixed)
             for i in rows.tolist():
                 rest = blk.rest(i)
-                if "[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest or "[PG ID" in rest:
+                if (
+                    "[Rank" in rest
+                    or "[RANK" in rest
+                    or "[rank" in rest
+                    or " nranks " in rest
+                    or "[PG ID" in rest
+                    or rest.startswith("TP")
+                ):
                     found = message_rank(rest)
                     keys[i] = _GLOBAL if found is None else found
         if not raw.isascii():  # the mark is not ASCII
@@ -623,7 +630,12 @@ class Builder:
             elif (not rest or rest.isspace()) and not ts:  # blank (a bare timestamp is kept, as by the general parser)
                 continue
             elif file_rank is None and (
-                "[Rank" in rest or "[RANK" in rest or "[rank" in rest or " nranks " in rest or "[PG ID" in rest
+                "[Rank" in rest
+                or "[RANK" in rest
+                or "[rank" in rest
+                or " nranks " in rest
+                or "[PG ID" in rest
+                or rest.startswith("TP")
             ):
                 found = message_rank(rest)
                 key = GLOBAL_STREAM if found is None else found
@@ -849,7 +861,7 @@ COLUMNAR_MIN_BYTES: int | None = 256 * 1024
 _GLOBAL = -1  # stream codes in the columnar path: ranks are >= 0
 _SKIP = -2
 _TS_WINDOW = 64
-_MSG_RANK_HINT_B = rb"\[Rank|\[RANK|\[rank| nranks |\[PG ID"
+_MSG_RANK_HINT_B = rb"\[Rank|\[RANK|\[rank| nranks |\[PG ID|\d TP\d"
 _SALIENT_B = SALIENT_PATTERN.encode()
 _SALIENT_OR_NOT_FAST_B = _SALIENT_B + b"|" + _NOT_FAST_PATTERN_B
 _NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")

@@ -60,6 +60,10 @@ _NOT_HOST_SUFFIX = ("error", "exception", "warning", "warn", "info", "debug", "n
 _NCCL_DEBUG = re.compile("(" + NCCL_HOST + r"):(\d+):(\d+) \[(\d+)\] (?=NCCL|[\w/.-]+:\d+ NCCL)")
 _MSG_RANK = re.compile(
     r"\[(?:Rank|RANK|rank)[ =]?(\d{1,6})\]|\brank (\d{1,6}) nranks \d|\[PG ID \d+ [^\]]{0,80}?\bRank (\d{1,6})\]"
+    # SGLang's "[2025-09-15 14:16:24 TP2] ...": the tensor-parallel rank, when no data- or
+    # pipeline-parallel index stands beside it (then the global rank is not in the tag); with the
+    # timestamp already split off, the line starts "TP2] "
+    r"|^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? )?TP(\d{1,6})(?: EP\d{1,6})?\] "
 )
 _RANK_PATH = re.compile(
     r"(?:^|[/_.-])(?:rank|worker|proc|process|task|node_rank|local_rank|gpu)[_.-]?(\d{1,6})(?=$|[/_.-])"
@@ -296,8 +300,9 @@ def nccl_debug_prefix(text: str) -> Prefix | None:
 
 
 def message_rank(text: str) -> int | None:
-    """A rank stated inside a message (``[Rank 3]`` from ProcessGroupNCCL, ``rank=3``...)."""
-    if "ank" not in text and "RANK" not in text:
+    """A rank stated inside a message (``[Rank 3]`` from ProcessGroupNCCL, ``rank=3``, SGLang's
+    ``[… TP3]``...)."""
+    if "ank" not in text and "RANK" not in text and "TP" not in text:
         return None
     m = _MSG_RANK.search(text)
     if not m:
