@@ -322,14 +322,7 @@ class Builder:
                 rows = np.flatnonzero(unprefixed)
             for i in rows.tolist():
                 rest = blk.rest(i)
-                if (
-                    "[Rank" in rest
-                    or "[RANK" in rest
-                    or "[rank" in rest
-                    or " nranks " in rest
-                    or "[PG ID" in rest
-                    or rest.startswith("TP")
-                ):
+                if _may_name_rank(rest):
                     found = message_rank(rest)
                     keys[i] = _GLOBAL if found is None else found
         if not raw.isascii():  # the mark is not ASCII
@@ -629,14 +622,7 @@ class Builder:
                 key = int(r)
             elif (not rest or rest.isspace()) and not ts:  # blank (a bare timestamp is kept, as by the general parser)
                 continue
-            elif file_rank is None and (
-                "[Rank" in rest
-                or "[RANK" in rest
-                or "[rank" in rest
-                or " nranks " in rest
-                or "[PG ID" in rest
-                or rest.startswith("TP")
-            ):
+            elif file_rank is None and _may_name_rank(rest):
                 found = message_rank(rest)
                 key = GLOBAL_STREAM if found is None else found
             else:
@@ -871,6 +857,19 @@ _WINDOW = 18  # "[default" + 6 digits + "]: " + 1
 def _probe_formats(block: str) -> bool:
     """Cheap block-level test: could any line of the block carry a launcher prefix?"""
     return _PROBE.search(block) is not None
+
+
+def _may_name_rank(rest: str) -> bool:
+    """Whether a line after its timestamp holds one of the marks :func:`message_rank` reads (the
+    text form of :data:`_MSG_RANK_HINT_B`): a cheap screen before the regex."""
+    return (
+        "[Rank" in rest
+        or "[RANK" in rest
+        or "[rank" in rest
+        or " nranks " in rest
+        or "[PG ID" in rest
+        or rest.startswith("TP")
+    )
 
 
 def _msg_rank_key(line: str) -> StreamKey:
