@@ -686,3 +686,75 @@ def test_workers_that_never_started_on_another_host_or_pod_lie_outside_the_taxon
     assert "unknown" in _entries(m, line)
     hit = outside_taxonomy(m.scan(ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines))
     assert hit is not None and hit.entry_id == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "*** SIGABRT (@0x7fff6d9bf7fa) received by PID 2316 (TID 0x110b5adc0) stack trace: ***",
+            "segfault-native-crash",
+        ),
+        (
+            '*** Aborted at 1585041845 (unix time) try "date -d @1585041845" if you are using GNU date ***',
+            "segfault-native-crash",
+        ),
+        (
+            "2024-07-09 16:43:34.166124: I external/local_tsl/tsl/framework/bfc_allocator.cc:1114] Total bytes in pool: "
+            "5773524992 memory_limit_: 5773524992 available bytes: 0 curr_region_allocation_bytes_: 171798",
+            "cuda-oom",
+        ),
+        (
+            "TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.",
+            "tensor-device-mismatch",
+        ),
+        ("HYBRID-EP ALLGATHER TIMEOUT:SM 13 [0]:expecting 5792 got 5791", "moe-alltoall-nvlink-domain-timeout"),
+        (
+            "Message from rank 3 and tag 1 truncated; 1020000 bytes received but buffer size is 48",
+            "collective-mismatch",
+        ),
+    ],
+)
+def test_native_aborts_allocator_dumps_and_size_disagreements_in_other_stacks_words(line: str, entry: str) -> None:
+    got = _entries(FingerprintMatcher(load_taxonomy()), line)
+    assert entry in got and got - {"uncaught-exception-crash"} == {entry}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2022-04-15 06:35:51.117346: F tensorflow/core/tpu/kernels/tpu_program_group.cc:86] Check failed: xla_tpu_programs.size() > 0",
+        "==== backtrace (tid:   4304) ====",
+    ],
+)
+def test_a_fatal_check_or_a_ucx_backtrace_is_evidence_but_names_no_cause(line: str) -> None:
+    """Both end failures of many kinds (a driver too old, a bus error in shared memory): symptoms only."""
+    m = FingerprintMatcher(load_taxonomy())
+    hits = m.scan(ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines)
+    assert hits and all(h.role.value == "symptom" for h in hits)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "srun: error: Task launch for 1466614.0 failed on node node-a: Job credential expired",
+        "srun: Job 1333683 step creation temporarily disabled, retrying (Requested nodes are busy)",
+        "gres/gpu count repor slurm     2026-04-14T06:39:53 node-a",
+        "[node-c:14313] [[44845,0],2] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file grpcomm_direct.c at line 355",
+        "SSLCertVerificationError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate has expired (_ssl.c:1091)",
+        'failed calling webhook "admission-webhook.kubeflow.org": Post "https://x:443/apply-poddefault": x509: certificate has expired or is not yet valid',
+        "  what():  Resource temporarily unavailable",
+    ],
+)
+def test_scheduler_credentials_mpi_runtime_tls_and_thread_limits_lie_outside_the_taxonomy(line: str) -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    assert "unknown" in _entries(m, line)
+    hit = outside_taxonomy(m.scan(ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines))
+    assert hit is not None and hit.entry_id == "unknown"
+
+
+def test_a_thread_that_could_not_start_outweighs_the_uncaught_cpp_exception_it_raises() -> None:
+    text = "terminate called after throwing an instance of 'std::system_error'\n  what():  Resource temporarily unavailable\n"
+    m = FingerprintMatcher(load_taxonomy())
+    hit = outside_taxonomy(m.scan(ln for s in read_logs(text=text).streams.values() for ln in s.lines))
+    assert hit is not None and hit.entry_id == "unknown"

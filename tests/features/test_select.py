@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -95,6 +96,8 @@ _ERROR_WORDS = st.sampled_from(
         "NCCL WARN", "Xid", "Fatal", "fatal", "FAILED", "Aborted", "terminate called", "exited with code", "exit code",
         "exitcode", "error: ", "ERROR", "errno", "Failed to connect", "failed to initialize", "Connection reset",
         "An error occurred", "torch._dynamo.exc.FailOnRecompileLimitHit: ", "omegaconf.errors.Missing: ", "a.B: ",
+        "Check failed: ", "Caused by op '", "==== backtrace", "ORTE_ERROR_LOG", "MPI error", "TIMEOUT", "INTERNAL: ",
+        "ABORTED: ", "UNAVAILABLE: ", "DEADLINE_EXCEEDED: ",
         " ", "\t", "\u3000", "\u00a0", "]", ">", "_", ".", ":", "é", "Ω", "٣", "x", "1", "\udcff", "ValueErroré",
     ]
 )  # fmt: skip
@@ -139,3 +142,28 @@ def test_templates_at_once_equal_one_by_one() -> None:
     zeros = [t.replace("1", "0") for t in texts]  # the hex rule's "0x": a zero is not any digit
     assert templates(zeros) == [template(t) for t in zeros]
     assert templates(["a\nb/c/d/e", "f"]) == [template("a\nb/c/d/e"), "f"]  # a text holding a newline
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2022-04-15 06:35:51.117346: F tensorflow/core/tpu/kernels/tpu_program_group.cc:86] Check failed: xla_tpu_programs.size() > 0",
+        "Caused by op 'DistributedRMSPropOptimizer_Allreduce/HorovodAllreduce_gradients_AddN_5_0', defined at:",
+        "==== backtrace (tid:   4304) ====",
+        "[node-c:14313] [[44845,0],2] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file grpcomm_direct.c",
+        "MPI_Waitany, MPI error 782",
+        "HYBRID-EP ALLGATHER TIMEOUT:SM 13 [0]:expecting 5792 got 5791",
+        "E0912 23:44:51.552719 2536982 pjrt_stream_executor_client.cc:3008] Execution of replica 0 failed: INTERNAL: NCCL operation",
+    ],
+)
+def test_failures_in_other_stacks_words_are_error_lines(line: str) -> None:
+    """A log whose only failure lines are in these words is not a log without failure evidence."""
+    assert is_error_line(line)
+    assert select_lines(read_logs(text=line + "\n"), [])[0].priority == 2.0
+
+
+@pytest.mark.parametrize(
+    "line", ["NCCL_TIMEOUT=1800", "export TORCH_NCCL_BLOCKING_WAIT=1 ; timeout 600 torchrun", "INTERNAL_ID: 3"]
+)
+def test_settings_that_only_name_a_timeout_are_no_error_lines(line: str) -> None:
+    assert not is_error_line(line)

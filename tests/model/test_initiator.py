@@ -249,3 +249,16 @@ def test_mpirun_names_the_first_process_that_exited_non_zero() -> None:
     )
     v = verdict(text, "missing-module")
     assert v.rank == 3 and "mpirun" in v.reason
+
+
+def test_mpirun_names_the_first_process_killed_by_a_signal() -> None:
+    text = (
+        "[node-a:26980] *** Process received signal ***\n"
+        "--------------------------------------------------------------------------\n"
+        "mpirun noticed that process rank 1 with PID 26987 on node node-a exited on signal 9 (Killed).\n"
+        "--------------------------------------------------------------------------\n"
+    )
+    v = verdict(text, "host-oom")
+    assert v.rank == 1 and "mpirun" in v.reason
+    # a masked PID is still a PID
+    assert verdict(text.replace("PID 26987", "PID xxxxxx"), "host-oom").rank == 1

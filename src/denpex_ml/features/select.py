@@ -32,6 +32,10 @@ EXCEPTION_RE = re.compile(
     # socket and set-up failures (``failed to connect``, ``Connection timed out``)
     r"\berror: |\bERROR\b|\berrno\b|[Ff]ailed to (?:connect|open|create|initiali[sz]e|allocate|bind|load|launch)\b|"
     r"Connection (?:refused|reset|timed out)|\b[Aa]n error occurred\b|"
+    # native and runtime failures in other stacks' words: a glog/TF ``Check failed``, TF1's
+    # ``Caused by op '...'``, UCX's crash backtrace, ORTE/MPI errors, absl status codes, a kernel's TIMEOUT
+    r"Check failed: |Caused by op '|==== backtrace|_ERROR_LOG\b|\bMPI error\b|\bTIMEOUT\b|"
+    r"\b(?:INTERNAL|UNAVAILABLE|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|DEADLINE_EXCEEDED|DATA_LOSS|ABORTED): |"
     # a traceback's last line naming a dotted exception class that does not end in Error
     # (``torch._dynamo.exc.FailOnRecompileLimitHit: ...``, ``omegaconf.errors.MissingMandatoryValue: ...``)
     r"(?:^|[\s\]>])(?:[a-z_][a-z0-9_]*\.){1,6}[A-Z][A-Za-z0-9]*: "
@@ -44,6 +48,8 @@ _EXCEPTION_SCREEN = re2.compile(
     rb"NCCL WARN|Xid|[Ff]atal|FAILED|[Aa]borted|terminate called|exit(?:ed with)? ?code|exitcode|"
     rb"error: |ERROR|errno|[Ff]ailed to (?:connect|open|create|initiali[sz]e|allocate|bind|load|launch)|"
     rb"Connection (?:refused|reset|timed out)|[Aa]n error occurred|"
+    rb"Check failed: |Caused by op '|==== backtrace|_ERROR_LOG|MPI error|TIMEOUT|"
+    rb"(?:INTERNAL|UNAVAILABLE|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|DEADLINE_EXCEEDED|DATA_LOSS|ABORTED): |"
     rb"(?:[a-z_][a-z0-9_]*\.){1,6}[A-Z][A-Za-z0-9]*: "
 )
 

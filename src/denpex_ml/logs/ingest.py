@@ -71,7 +71,11 @@ SALIENT_PATTERN = (
     r"[Uu]nrecognized|[Uu]ndefined symbol|[Ee]xpected|[Mm]issing|[Cc]rash|[Dd]ied|[Ee]xited|[Ss]hutdown|"
     # hang analysis: py-spy frames and thread headers, phase boundaries (save, eval, tokenise, end)
     r"\.py:\d+\)|Thread (?:0x[0-9a-fA-F]+|\d+) \(|[Ss]aving (?:model )?checkpoint|Running (?:Evaluation|tokenizer)|"
-    r"[Tt]raining (?:completed|finished)|train_runtime|CANCELLED AT|[Pp]reempt|KeyboardInterrupt|death signal|nranks"
+    r"[Tt]raining (?:completed|finished)|train_runtime|CANCELLED AT|[Pp]reempt|KeyboardInterrupt|death signal|nranks|"
+    # other stacks' failure words: kernels' TIMEOUT, TF1's "Caused by op", UCX's crash backtrace,
+    # TF's allocator dump on a failed allocation, EAGAIN, TLS and scheduler credentials
+    r"TIMEOUT|Caused by op|==== backtrace|Sum Total of in-use chunks|Total bytes in pool|"
+    r"Resource temporarily unavailable|[Cc]ertificate|[Cc]redential"
 )
 SALIENT = re2.compile(SALIENT_PATTERN.encode())
 _TEMPLATE = re.compile(r"0x[0-9a-fA-F]+|\d+")

@@ -9,8 +9,9 @@ in the words of the messages themselves:
   ``-- Process 1 terminated with the following error`` / ``process 1 terminated with signal
   SIGKILL``, DeepSpeed's launcher ``[…, '--local_rank=2', …] exits with return code = 1``,
   PyTorch/XLA's ``xmp.spawn`` ``Exception in device=TPU:6: …`` (the process's ordinal),
-  Open MPI's ``mpirun`` ``The first process to do so was: Process name: [[18963,1],2]`` (a
-  world rank, on any number of hosts);
+  Open MPI's ``mpirun`` ``The first process to do so was: Process name: [[18963,1],2]`` or
+  ``mpirun noticed that process rank 2 with PID … exited on signal 9`` (a world rank, on any
+  number of hosts);
 * the error names its own rank: DDP's ``did not receive grad for rank 3``, ``[Rank 5]
   Watchdog caught …`` quoted inside a message, ``rank = 7`` in a DeepEP/NCCL check.
 
@@ -41,6 +42,9 @@ _LAUNCHER_HINT = ("local_rank", "terminated with", "Exception in device=")
 # Open MPI's mpirun naming the first process that exited non-zero: "Process name: [[jobid,1],3]"
 # (its vpid is the MPI world rank) after "The first process to do so was:"
 _MPI_FIRST = re.compile(r"^\s*Process name: \[\[\d+,\d+\],(?P<a>\d+)\]")
+# ... or, when a process died of a signal, "mpirun noticed that process rank 3 with PID 4242 on
+# node n exited on signal 9 (Killed)" (the world rank again; mpirun reports the first it saw)
+_MPI_NOTICED = re.compile(r"\bmpirun noticed that process rank (?P<a>\d+) with PID \S+ on node \S+ exited on signal")
 # Slurm's srun reporting one task (its global SLURM_PROCID, i.e. the rank) that failed
 _SRUN_TASK = re.compile(r"^srun: error: \S+: task (?P<a>\d+): (?!Exited with exit code 0\b)[A-Z]")
 # an error message that names the rank it happened on
@@ -103,6 +107,10 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
             m = _MPI_FIRST.search(text)
             if m:
                 return RankClue(_group(m), "mpirun names it as the first process to exit non-zero", line)
+        if "mpirun noticed that process rank" in text:
+            m = _MPI_NOTICED.search(text)
+            if m:
+                return RankClue(_group(m), "mpirun names it as the first process killed by a signal", line)
         if local_is_global and any(h in text for h in _LAUNCHER_HINT):
             m = _LAUNCHER.search(text)
             if m:
