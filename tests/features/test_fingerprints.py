@@ -758,3 +758,76 @@ def test_a_thread_that_could_not_start_outweighs_the_uncaught_cpp_exception_it_r
     m = FingerprintMatcher(load_taxonomy())
     hit = outside_taxonomy(m.scan(ln for s in read_logs(text=text).streams.values() for ln in s.lines))
     assert hit is not None and hit.entry_id == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "F0903 14:31:26.106397 92421 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+            "cuda-oom",
+        ),
+        (" *** caught segfault ***", "segfault-native-crash"),
+        ("#1  <signal handler called>", "segfault-native-crash"),
+        ("Assertion failed: data_ != NULL || size_ == 0 (src/msg.cpp:97)", "segfault-native-crash"),
+        (
+            "RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of "
+            "them on device: cuda:1",
+            "tensor-device-mismatch",
+        ),
+        ("ray.exceptions.RayTaskError(RayOutOfMemoryError): ray::IMPALA.train() (pid=19168, ip=10.0.0.1)", "host-oom"),
+        ("FileExistsError: [Errno 17] File exists: '/model/save/path/checkpoints'", "uncaught-exception-crash"),
+        ("RuntimeError: \"log_sigmoid_forward_cuda\" not implemented for 'BFloat16'", "uncaught-exception-crash"),
+        (
+            "Assertion error /home1/DeepEP/csrc/deep_ep.cpp:32 'num_ranks > NUM_MAX_NVL_PEERS or low_latency_mode'",
+            "uncaught-exception-crash",
+        ),
+        ("[TensorRT-LLM][WARNING] Device 2 peer access Device 5 is not available.", "nccl-shm-p2p-failure"),
+        (
+            "src/host/mem/mem_heap.cpp:exchange_heap_memory_handle:775: Fatal IPC Failure",
+            "nccl-init-failure",
+        ),
+        ("node-a:508:508 [0] init.cc:426 NCCL WARN Cuda failure 'operation not supported'", "nccl-init-failure"),
+        ("WARNING: nan loss detected, ending training", "loss-nan-divergence"),
+        (
+            "v3 (mse loss, Normalizer: (iou: 0.75, cls: 1.00) Region 82 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan",
+            "loss-nan-divergence",
+        ),
+    ],
+)
+def test_caffe_r_gdb_ray_and_engine_wordings_of_known_failures(line: str, entry: str) -> None:
+    # the root cause is the entry's alone (a glog FATAL line also carries the generic abort symptom)
+    hits = FingerprintMatcher(load_taxonomy()).scan(
+        ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines
+    )
+    roots = {h.entry_id for h in hits if h.role.value == "root-cause"}
+    assert entry in roots and roots - {"uncaught-exception-crash"} <= {entry}
+
+
+def test_an_nccl_allocation_failure_at_init_stays_device_memory() -> None:
+    line = "node-a:1:1 [0] init.cc:426 NCCL WARN Cuda failure 'out of memory'"
+    assert "nccl-init-failure" not in _entries(FingerprintMatcher(load_taxonomy()), line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "qsub: submit error (Job exceeds queue resource limits MSG=cannot satisfy queue max mem requirement)",
+        "Warning  FailedScheduling  No nodes are available that match all of the following predicates:: Insufficient alpha.kubernetes.io/nvidia-gpu (3).",
+        "Failed to initialize NVML: Unknown Error",
+        "slurmstepd: error: pyxis: failed to import docker image",
+    ],
+)
+def test_schedulers_and_container_runtimes_refusing_the_job_lie_outside_the_taxonomy(line: str) -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    hit = outside_taxonomy(m.scan(ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines))
+    assert hit is not None and hit.entry_id == "unknown"
+
+
+def test_a_full_disk_inside_the_container_import_outweighs_the_runtime_failure() -> None:
+    text = (
+        "slurmstepd: error: pyxis: failed to import docker image\n"
+        "slurmstepd: error: pyxis:     Write failed because No space left on device\n"
+    )
+    m = FingerprintMatcher(load_taxonomy())
+    assert outside_taxonomy(m.scan(ln for s in read_logs(text=text).streams.values() for ln in s.lines)) is None

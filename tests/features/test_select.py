@@ -97,7 +97,8 @@ _ERROR_WORDS = st.sampled_from(
         "exitcode", "error: ", "ERROR", "errno", "Failed to connect", "failed to initialize", "Connection reset",
         "An error occurred", "torch._dynamo.exc.FailOnRecompileLimitHit: ", "omegaconf.errors.Missing: ", "a.B: ",
         "Check failed: ", "Caused by op '", "==== backtrace", "ORTE_ERROR_LOG", "MPI error", "TIMEOUT", "INTERNAL: ",
-        "ABORTED: ", "UNAVAILABLE: ", "DEADLINE_EXCEEDED: ",
+        "ABORTED: ", "UNAVAILABLE: ", "DEADLINE_EXCEEDED: ", "NVIDIA-SMI has failed", "Test CUDA failure", "Assertion error",
+        "Assertion failed", " *** caught segfault ***", "#1 <signal handler called>",
         " ", "\t", "\u3000", "\u00a0", "]", ">", "_", ".", ":", "é", "Ω", "٣", "x", "1", "\udcff", "ValueErroré",
     ]
 )  # fmt: skip
@@ -154,6 +155,11 @@ def test_templates_at_once_equal_one_by_one() -> None:
         "MPI_Waitany, MPI error 782",
         "HYBRID-EP ALLGATHER TIMEOUT:SM 13 [0]:expecting 5792 got 5791",
         "E0912 23:44:51.552719 2536982 pjrt_stream_executor_client.cc:3008] Execution of replica 0 failed: INTERNAL: NCCL operation",
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+        "node-a: Test CUDA failure common.cu:1304 'CUDA-capable device(s) is/are busy or unavailable'",
+        "Assertion error /home/user/DeepEP/csrc/deep_ep.cpp:48 'num_ranks > NUM_MAX_NVL_PEERS or low_latency_mode'",
+        " *** caught segfault ***",
+        "#28 <signal handler called>",
     ],
 )
 def test_failures_in_other_stacks_words_are_error_lines(line: str) -> None:

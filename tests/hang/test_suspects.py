@@ -194,3 +194,38 @@ def test_at_most_max_suspects_are_named() -> None:
 def test_facts_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         HangFacts().world = 4  # type: ignore[misc]
+
+
+def test_the_rank_that_entered_its_collective_from_another_line_is_the_suspect() -> None:
+    # rank 1 ran an extra forward: its all-gather was called from line 281, the others' from 282
+    facts = HangFacts(
+        ranks=(0, 1, 2, 3),
+        call_sites={1: "train.py:281", 2: "train.py:282", 3: "train.py:282"},
+    )
+    found = rank_suspects(facts)
+    assert found.ranks == (1,) and "train.py:281" in found.reasons[0]
+    # two against two, or only two ranks with stacks, names nobody
+    assert rank_suspects(HangFacts(ranks=(0, 1), call_sites={0: "a.py:1", 1: "a.py:2"})).ranks == ()
+    even = HangFacts(ranks=(0, 1, 2, 3), call_sites={0: "a.py:1", 1: "a.py:1", 2: "a.py:2", 3: "a.py:2"})
+    assert rank_suspects(even).ranks == ()
+
+
+def test_ranks_without_a_dump_are_weaker_than_where_the_program_diverged() -> None:
+    facts = HangFacts(
+        ranks=(0, 1, 2, 3),
+        flight_recorder_blamed=(0, 2),
+        flight_recorder_kind="missing-dump",
+        call_sites={1: "train.py:281", 2: "train.py:282", 3: "train.py:282"},
+    )
+    assert rank_suspects(facts).ranks == (1,)
+    # what the dumps' entries show still comes first
+    entries = HangFacts(
+        ranks=(0, 1, 2, 3),
+        flight_recorder_blamed=(3,),
+        flight_recorder_kind="missing-rank",
+        call_sites={1: "train.py:281", 2: "train.py:282", 3: "train.py:282"},
+    )
+    assert rank_suspects(entries).ranks == (3,)
+    # with nothing else, the missing dumps still name their ranks
+    alone = HangFacts(ranks=(0, 1, 2, 3), flight_recorder_blamed=(0, 2), flight_recorder_kind="missing-dump")
+    assert rank_suspects(alone).ranks == (0, 2)

@@ -35,6 +35,7 @@ EXCEPTION_RE = re.compile(
     # native and runtime failures in other stacks' words: a glog/TF ``Check failed``, TF1's
     # ``Caused by op '...'``, UCX's crash backtrace, ORTE/MPI errors, absl status codes, a kernel's TIMEOUT
     r"Check failed: |Caused by op '|==== backtrace|_ERROR_LOG\b|\bMPI error\b|\bTIMEOUT\b|"
+    r"NVIDIA-SMI has failed|\bTest (?:CUDA|NCCL) failure\b|\bAssertion (?:error|failed)\b|caught segfault|<signal handler called>|"
     r"\b(?:INTERNAL|UNAVAILABLE|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|DEADLINE_EXCEEDED|DATA_LOSS|ABORTED): |"
     # a traceback's last line naming a dotted exception class that does not end in Error
     # (``torch._dynamo.exc.FailOnRecompileLimitHit: ...``, ``omegaconf.errors.MissingMandatoryValue: ...``)
@@ -49,6 +50,7 @@ _EXCEPTION_SCREEN = re2.compile(
     rb"error: |ERROR|errno|[Ff]ailed to (?:connect|open|create|initiali[sz]e|allocate|bind|load|launch)|"
     rb"Connection (?:refused|reset|timed out)|[Aa]n error occurred|"
     rb"Check failed: |Caused by op '|==== backtrace|_ERROR_LOG|MPI error|TIMEOUT|"
+    rb"NVIDIA-SMI has failed|Test CUDA failure|Test NCCL failure|Assertion error|Assertion failed|caught segfault|<signal handler called>|"
     rb"(?:INTERNAL|UNAVAILABLE|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|DEADLINE_EXCEEDED|DATA_LOSS|ABORTED): |"
     rb"(?:[a-z_][a-z0-9_]*\.){1,6}[A-Z][A-Za-z0-9]*: "
 )

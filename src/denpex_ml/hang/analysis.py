@@ -459,6 +459,7 @@ def _hang_facts(
         mismatch_ranks=scan.mismatch_ranks,
         flight_recorder_blamed=tuple(int(r) for r in getattr(flight_recorder, "blamed_ranks", ()) or ()),
         flight_recorder_evidence=tuple(str(e) for e in getattr(flight_recorder, "evidence", ()) or ()),
+        flight_recorder_kind=getattr(flight_recorder, "kind", None),
         desync_ranks=scan.desync_ranks,
         never_entered=side.never_entered,
         waited_for=scan.waited_for,
@@ -467,6 +468,7 @@ def _hang_facts(
         collective_states=side.collective_states,
         collective_ranks=len(side.collectives),
         parked_at=side.parked_at,
+        call_sites={k: f.call_site for k in side.ranks if (f := scan.facts[k]).call_site is not None},
         silent=side.silent,
         dump_firsts=tuple(k for k in side.ranks if scan.facts[k].dump_role == "first"),
     )

@@ -100,6 +100,7 @@ WAITING_CALLS = frozenset(
         "all_gather",
         "all_gather_object",
         "all_gather_into_tensor",
+        "all_gather_single",
         "_all_gather_base",
         "reduce_scatter",
         "reduce_scatter_tensor",
@@ -148,6 +149,17 @@ def collective_caller(frames: Sequence[Frame]) -> str | None:
     if i is None:
         return None
     return next((g.function for g in reversed(frames[:i]) if not _library(g)), None)
+
+
+def collective_call_site(frames: Sequence[Frame]) -> str | None:
+    """``file:line`` of the program's frame (outside installed libraries) that made the innermost
+    collective call among ``frames`` (outermost first): where in the program the rank entered it;
+    ``None`` without one."""
+    i = _innermost_collective(frames)
+    if i is None:
+        return None
+    g = next((g for g in reversed(frames[:i]) if not _library(g)), None)
+    return None if g is None else f"{g.file.rsplit('/', 1)[-1]}:{g.line}"
 
 
 #: the calls that gather sharded parameters (FSDP's unshard, DeepSpeed ZeRO-3's fetch), in their libraries

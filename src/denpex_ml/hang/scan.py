@@ -14,7 +14,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from denpex_ml.hang.frames import Frame, collective_call, collective_caller, live_stacks, parse_frames
+from denpex_ml.hang.frames import (
+    Frame,
+    collective_call,
+    collective_call_site,
+    collective_caller,
+    live_stacks,
+    parse_frames,
+)
 from denpex_ml.logs.bundle import LogBundle, StreamKey
 from denpex_ml.logs.patterns import AsciiScreen
 
@@ -115,6 +122,7 @@ class RankFacts:
     frames: list[Frame] = field(default_factory=list)
     parked: str | None = None  # from a stack dump: the collective call it waits in, "" outside any
     parked_by: str | None = None  # the program's function that made that call
+    call_site: str | None = None  # file:line of the program's call into the collective it waited in or failed in
     pg: str | None = None
     enqueued: tuple[int, int] | None = None
     dump_role: str | None = None
@@ -315,6 +323,14 @@ def _read_stacks(
         raised = [x for x in fr if x.kind == "traceback"]
         f.parked = collective_call(raised)
         f.parked_by = collective_caller(raised)
+    if isinstance(key, int):
+        # where the program entered the collective: from a stack dump, else from a raised traceback
+        # (a fatal signal's faulthandler dump and a raised traceback still show where it entered)
+        f.call_site = collective_call_site(dumped) if dumped else None
+        if f.call_site is None:
+            f.call_site = collective_call_site([x for x in fr if x.kind == "traceback"])
+        if f.call_site is None:
+            f.call_site = collective_call_site([x for x in fr if x.kind == "faulthandler"])
     if any(x.kind == "py-spy" for x in fr):
         signals.add("py-spy")
     for x in fr:

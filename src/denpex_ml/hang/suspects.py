@@ -8,7 +8,8 @@ names any rank decides, and its reason goes with it:
    whose op/shape no other rank shares, else all it names;
 2. **loop ended**: fewer than half of the ranks announced the end of their loop (without timing
    out) while some rank is in a training step (uneven data, an early stop decided alone);
-3. **Flight Recorder**: the ranks the Flight Recorder dumps blame;
+3. **Flight Recorder**: the ranks the Flight Recorder dumps blame from their entries (a
+   mismatch, ranks missing from a collective);
 4. **desync report**: the ranks a desync report or ``monitored_barrier`` names as lagging;
 5. **never entered**: ranks whose last enqueued work equals their last completed work;
 6. **store wait**: the rank whose NCCL id the others wait for in the store;
@@ -16,7 +17,12 @@ names any rank decides, and its reason goes with it:
 8. **odd collective**: the ranks ahead of, behind or mismatched with the others' collective
    (SeqNum/op/size), when at most half;
 9. **stack dump**: the ranks whose stack dump is not in the call most ranks wait in;
-10. **silent**: ranks that printed no timeout while the others timed out, when at most half.
+10. **call site**: with stacks or tracebacks of at least three ranks, the ranks whose program
+    entered its collective from another line than most (an extra forward, a branch one rank
+    took alone), when at most half;
+11. **missing dumps**: the ranks that wrote no Flight Recorder dump while others did (a rank
+    that aborted writes none, so this is weaker than what the dumps' entries show);
+12. **silent**: ranks that printed no timeout while the others timed out, when at most half.
 
 When no rule names a rank and exactly one rank says its own watchdog fired first, that is
 given as the reason (without a suspect). At most :data:`MAX_SUSPECTS` ranks are named.
@@ -52,6 +58,7 @@ class HangFacts:
     mismatch_ranks: Mapping[int, tuple[str, str]] = field(default_factory=dict)  #: rank -> (op, shape)
     flight_recorder_blamed: tuple[int, ...] = ()  #: ranks the Flight Recorder dumps blame
     flight_recorder_evidence: tuple[str, ...] = ()  #: the Flight Recorder's evidence lines
+    flight_recorder_kind: str | None = None  #: its main finding: mismatch, missing-rank or missing-dump
     desync_ranks: tuple[int, ...] = ()  #: ranks a desync report or monitored_barrier names
     never_entered: tuple[int, ...] = ()  #: ranks whose last enqueued work is their last completed
     waited_for: tuple[int, ...] = ()  #: ranks whose NCCL id the others wait for in the store
@@ -60,6 +67,7 @@ class HangFacts:
     collective_states: Mapping[int, str] = field(default_factory=dict)  #: odd ranks: ahead/behind/mismatched
     collective_ranks: int = 0  #: how many ranks reported their collective
     parked_at: Mapping[int, str] = field(default_factory=dict)  #: stack dump's collective call ("" outside any)
+    call_sites: Mapping[int, str] = field(default_factory=dict)  #: file:line where the program entered its collective
     silent: tuple[int, ...] = ()  #: ranks with lines but no timeout while the others timed out
     dump_firsts: tuple[int, ...] = ()  #: ranks whose own watchdog fired first (Flight Recorder dump signal)
 
@@ -97,8 +105,20 @@ def _loop_ended(f: HangFacts) -> Suspects | None:
 
 
 def _flight_recorder(f: HangFacts) -> Suspects | None:
-    if not f.flight_recorder_blamed:
+    # what the dumps' entries show (a mismatch, ranks missing from a collective); ranks that only
+    # wrote no dump are weaker evidence (a rank that aborted writes none): see _missing_dumps
+    if not f.flight_recorder_blamed or f.flight_recorder_kind == "missing-dump":
         return None
+    return _fr_blame(f)
+
+
+def _missing_dumps(f: HangFacts) -> Suspects | None:
+    if not f.flight_recorder_blamed or f.flight_recorder_kind != "missing-dump":
+        return None
+    return _fr_blame(f)
+
+
+def _fr_blame(f: HangFacts) -> Suspects:
     ev = f.flight_recorder_evidence
     reason = "blamed by the Flight Recorder dumps" + (f" ({ev[0]})" if ev else "")
     return Suspects(tuple(sorted(f.flight_recorder_blamed)), (reason,))
@@ -152,6 +172,21 @@ def _stack_dump(f: HangFacts) -> Suspects | None:
     return None
 
 
+def _call_site(f: HangFacts) -> Suspects | None:
+    # one program, one place every rank should reach its collectives from: the rank(s) that entered
+    # theirs from another line (an extra forward, a branch taken alone) diverged
+    if len(f.call_sites) < 3 or len(set(f.call_sites.values())) <= 1:
+        return None
+    common, n_common = Counter(f.call_sites.values()).most_common(1)[0]
+    odd = sorted(k for k, s in f.call_sites.items() if s != common)
+    if n_common > len(odd) and len(odd) <= max(1, len(f.call_sites) // 2):
+        sites = ", ".join(sorted({f.call_sites[k] for k in odd}))
+        return Suspects(
+            tuple(odd), (f"its program entered the collective from another line ({sites}) than the others ({common})",)
+        )
+    return None
+
+
 def _silent(f: HangFacts) -> Suspects | None:
     if f.silent and len(f.silent) <= max(1, len(f.ranks) // 2):
         reason = "printed no timeout while the others timed out (busy elsewhere or stuck)"
@@ -170,6 +205,8 @@ RULES: tuple[Callable[[HangFacts], Suspects | None], ...] = (
     _not_ready,
     _odd_collective,
     _stack_dump,
+    _call_site,
+    _missing_dumps,
     _silent,
 )
 

@@ -75,7 +75,7 @@ SALIENT_PATTERN = (
     # other stacks' failure words: kernels' TIMEOUT, TF1's "Caused by op", UCX's crash backtrace,
     # TF's allocator dump on a failed allocation, EAGAIN, TLS and scheduler credentials
     r"TIMEOUT|Caused by op|==== backtrace|Sum Total of in-use chunks|Total bytes in pool|"
-    r"Resource temporarily unavailable|[Cc]ertificate|[Cc]redential"
+    r"Resource temporarily unavailable|[Cc]ertificate|[Cc]redential|segfault|nan loss|NaN loss|peer access"
 )
 SALIENT = re2.compile(SALIENT_PATTERN.encode())
 _TEMPLATE = re.compile(r"0x[0-9a-fA-F]+|\d+")
