@@ -30,6 +30,7 @@ from denpex_ml.logs.bundle import LogBundle
 from denpex_ml.logs.limits import Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import iter_blocks, iter_text_blocks
+from denpex_ml.logs.patterns import _TEMPLATE, SALIENT_PATTERN, retention_templates
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_DIRS = [REPO / "tests" / "fixtures", REPO / "data" / "examples"]
@@ -254,7 +255,7 @@ def test_matching_line_ends_equal_matching_lines() -> None:
     masker = Masker()
     masker.learn_hosts(["gpu-node-7.cluster.local", "node017", "h1x"])
     patterns = [
-        (ingest._SALIENT_B, None),
+        (SALIENT_PATTERN.encode(), None),
         (masker._gate().pattern, _OPTIONS),
         (masker._gate().pattern + b"|" + masker._first_regex().pattern, _OPTIONS),
         (rb"(?m:^)[ \t]*x", None),
@@ -292,7 +293,7 @@ def test_retention_templates_equal_the_substitution() -> None:
     texts = ["".join(rng.choice(parts) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
     variants = ["".join(rng.choice("123456789") if c in "123456789" else c for c in t) for t in texts]
     for batch in (texts, variants, [t.replace("1", "0") for t in texts]):
-        assert ingest._retention_templates(batch) == [ingest._TEMPLATE.sub("#", t) for t in batch]
+        assert retention_templates(batch) == [_TEMPLATE.sub("#", t) for t in batch]
 
 
 def _rank_prefixes_reference(head: Any) -> tuple[Any, Any, Any]:
