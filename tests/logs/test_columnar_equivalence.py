@@ -173,6 +173,39 @@ def test_generated_interleaved(tmp_path: Path, size: int, ranks: int) -> None:
     _assert_same(path, retention=Retention(head=3, tail=20, salient=10, per_template=1, max_streams=40))
 
 
+@pytest.mark.parametrize("tiny_blocks", [False, True])
+@pytest.mark.parametrize(
+    "retention",
+    [
+        Retention(head=3, tail=4, salient=5, per_template=2, max_streams=64),
+        Retention(head=0, tail=0, salient=2, per_template=1, max_streams=9),
+        Retention(head=40, tail=2, salient=50, per_template=3, max_streams=300),
+    ],
+    ids=["small", "no-head-no-tail", "large"],
+)
+def test_salient_lines_of_many_streams_offered_from_one_batch(tiny_blocks: bool, retention: Retention) -> None:
+    """A columnar block makes all its kept salient lines strings and templates at once, and each
+    stream offers its own from that batch: heads that end inside a block, budgets (the global
+    stream's four times larger) spent part-way, templates kept ``per_template`` times, masked
+    salient lines, overflow streams; the same bundle as the line path."""
+    rng = random.Random(retention.head)
+    kinds = [
+        "Error {n} in step {n}",
+        "Warning: slow shard {n}",
+        "RuntimeError: host=gpu-node-{r} failed",
+        "step {n} loss 1.{n}",
+        "NCCL WARN timeout {n}",
+        "Traceback (most recent call last):",
+    ]
+    lines = []
+    for _ in range(6000):
+        r = rng.randrange(80)
+        text = rng.choice(kinds).format(n=rng.randrange(1000), r=r)
+        lines.append(text if rng.random() < 0.08 else f"[rank{r}]: {text}")  # some global lines
+    text = "\n".join(lines) + "\n"
+    _assert_same(text, retention=retention, tiny_blocks=tiny_blocks)
+
+
 def test_the_columnar_path_is_taken_for_large_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     original = ingest.Builder._add_block_columnar

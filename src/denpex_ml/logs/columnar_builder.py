@@ -13,6 +13,7 @@ the per-line ones, and the streams' state.
 from __future__ import annotations
 
 from collections import deque
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import re2
@@ -177,6 +178,10 @@ class ColumnarBuilder:
         head_max, tail_max, per_template = ret.head, ret.tail, ret.per_template
         self.bundle.n_lines += len(order)
         touched: list[_Stream] = []
+        sal_rows: list[int] | None = None
+        sal_texts: list[str] = []
+        sal_tpls: list[str] = []
+        sal_from: list[int] = []
         # streams in the order of their first line in the block
         for g in np.argsort(perm[group_starts], kind="stable").tolist():
             code = uniq[g]
@@ -195,18 +200,27 @@ class ColumnarBuilder:
             if ns:
                 cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
                 if len(st.salient) < cap:
-                    sal_idx = idx[sal_order[b0 : b0 + m]]
+                    if sal_rows is None:
+                        # every kept salient line of the block, grouped as ``order``, made a string and
+                        # templated at once (one join, one substitution per line shape), the first time
+                        # a stream offers one: a line that is not offered costs less than a call per stream
+                        sal_rows = order[sal_order].tolist()
+                        sal_texts = blk.lines(sal_rows)
+                        sal_tpls = retention_templates(sal_texts)
+                        sal_from = [0, *accumulate(n_sal[:-1])]
                     n_head = min(take_head, m)
-                    last_head = idx[n_head - 1] if n_head else -1
-                    offered = sal_idx[sal_idx > last_head].tolist()
-                    texts = blk.lines(offered)
-                    # the templates of all of them by one substitution (no template holds a newline)
-                    tpls = retention_templates(texts) if texts else []
-                    for i, text, tpl in zip(offered, texts, tpls, strict=True):
+                    last_head = int(idx[n_head - 1]) if n_head else -1
+                    s0 = sal_from[g]
+                    for k in range(s0, s0 + ns):
+                        i = sal_rows[k]
+                        if i <= last_head:
+                            continue  # in the head already
                         if len(st.salient) >= cap:
                             break  # offer_salient would refuse it and every later one, changing nothing
                         host = hosts.get(i) if hosts else None
-                        st.offer_templated((source, lineno + i + 1, text, host, True), tpl, per_template)
+                        st.offer_templated(
+                            (source, lineno + i + 1, sal_texts[k], host, True), sal_tpls[k], per_template
+                        )
             if m > take_head:
                 if tail_max:
                     st.defer_tail(blk, idx[max(take_head, m - tail_max) :], tail_max)
