@@ -30,6 +30,7 @@ from denpex_ml.logs.bundle import LogBundle
 from denpex_ml.logs.limits import Retention
 from denpex_ml.logs.masking import Masker
 from denpex_ml.logs.normalize import iter_blocks, iter_text_blocks
+from denpex_ml.logs.patterns import _TEMPLATE, SALIENT_PATTERN, retention_templates
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_DIRS = [REPO / "tests" / "fixtures", REPO / "data" / "examples"]
@@ -172,6 +173,39 @@ def test_generated_interleaved(tmp_path: Path, size: int, ranks: int) -> None:
     _assert_same(path, retention=Retention(head=3, tail=20, salient=10, per_template=1, max_streams=40))
 
 
+@pytest.mark.parametrize("tiny_blocks", [False, True])
+@pytest.mark.parametrize(
+    "retention",
+    [
+        Retention(head=3, tail=4, salient=5, per_template=2, max_streams=64),
+        Retention(head=0, tail=0, salient=2, per_template=1, max_streams=9),
+        Retention(head=40, tail=2, salient=50, per_template=3, max_streams=300),
+    ],
+    ids=["small", "no-head-no-tail", "large"],
+)
+def test_salient_lines_of_many_streams_offered_from_one_batch(tiny_blocks: bool, retention: Retention) -> None:
+    """A columnar block makes all its kept salient lines strings and templates at once, and each
+    stream offers its own from that batch: heads that end inside a block, budgets (the global
+    stream's four times larger) spent part-way, templates kept ``per_template`` times, masked
+    salient lines, overflow streams; the same bundle as the line path."""
+    rng = random.Random(retention.head)
+    kinds = [
+        "Error {n} in step {n}",
+        "Warning: slow shard {n}",
+        "RuntimeError: host=gpu-node-{r} failed",
+        "step {n} loss 1.{n}",
+        "NCCL WARN timeout {n}",
+        "Traceback (most recent call last):",
+    ]
+    lines = []
+    for _ in range(6000):
+        r = rng.randrange(80)
+        text = rng.choice(kinds).format(n=rng.randrange(1000), r=r)
+        lines.append(text if rng.random() < 0.08 else f"[rank{r}]: {text}")  # some global lines
+    text = "\n".join(lines) + "\n"
+    _assert_same(text, retention=retention, tiny_blocks=tiny_blocks)
+
+
 def test_the_columnar_path_is_taken_for_large_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     original = ingest.Builder._add_block_columnar
@@ -254,7 +288,7 @@ def test_matching_line_ends_equal_matching_lines() -> None:
     masker = Masker()
     masker.learn_hosts(["gpu-node-7.cluster.local", "node017", "h1x"])
     patterns = [
-        (ingest._SALIENT_B, None),
+        (SALIENT_PATTERN.encode(), None),
         (masker._gate().pattern, _OPTIONS),
         (masker._gate().pattern + b"|" + masker._first_regex().pattern, _OPTIONS),
         (rb"(?m:^)[ \t]*x", None),
@@ -292,7 +326,7 @@ def test_retention_templates_equal_the_substitution() -> None:
     texts = ["".join(rng.choice(parts) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
     variants = ["".join(rng.choice("123456789") if c in "123456789" else c for c in t) for t in texts]
     for batch in (texts, variants, [t.replace("1", "0") for t in texts]):
-        assert ingest._retention_templates(batch) == [ingest._TEMPLATE.sub("#", t) for t in batch]
+        assert retention_templates(batch) == [_TEMPLATE.sub("#", t) for t in batch]
 
 
 def _rank_prefixes_reference(head: Any) -> tuple[Any, Any, Any]:

@@ -20,7 +20,7 @@ import pytest
 from denpex_ml.logs import ingest, read_logs
 from denpex_ml.logs.bundle import LogBundle
 from denpex_ml.logs.limits import Retention
-from denpex_ml.logs.masking import Masker
+from denpex_ml.logs.masking import MAX_FIRST_PIECES_REGEX, Masker
 from denpex_ml.logs.normalize import iter_blocks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,7 +136,7 @@ def test_edge_cases(name: str) -> None:
 
 def test_more_first_pieces_than_one_regex_holds() -> None:
     rng = random.Random(5)
-    hosts = [f"h{i:04d}x-{rng.randint(0, 9)}" for i in range(ingest.MAX_FIRST_PIECES_REGEX + 40)]
+    hosts = [f"h{i:04d}x-{rng.randint(0, 9)}" for i in range(MAX_FIRST_PIECES_REGEX + 40)]
     text = "".join(_nccl(rng, h, i) + f"\n[rank{i}]: Error on {h}\n" for i, h in enumerate(hosts))
     _assert_same(text)
 

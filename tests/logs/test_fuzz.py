@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from denpex_ml.logs import Masker, read_logs
-from denpex_ml.logs.ingest import _line_indices
+from denpex_ml.logs.columnar import line_indices
 from denpex_ml.logs.prefixes import _HOST, discover_hosts, message_rank, parse_prefix, rank_from_path
 
 # Fragments that the masking rules and prefix formats react to, to build hostile inputs from.
@@ -72,7 +72,7 @@ def test_masking_only_flagged_lines_equals_masking_every_line(text: str) -> None
     lines = text.split("\n")
     m.mask_lines(lines)  # learn every host the text teaches, so both passes below know the same
     everything = m.mask_lines(lines)
-    flagged = sorted(_line_indices(m.detector(), text.encode("utf-8", "surrogatepass")))
+    flagged = sorted(line_indices(m.detector(), text.encode("utf-8", "surrogatepass")))
     assert all(i < len(lines) for i in flagged)
     partial = list(lines)
     for i, masked in zip(flagged, m.mask_lines([lines[i] for i in flagged]), strict=True):

@@ -1,6 +1,6 @@
 """Line tables: a block of UTF-8 lines asked questions all at once, by compiled engines.
 
-The ingestion fast path (:meth:`denpex_ml.logs.ingest.Builder._add_block_columnar`) needs, for
+The ingestion fast path (:meth:`denpex_ml.logs.columnar_builder.ColumnarBuilder._add_block_columnar`) needs, for
 every line of a block, its offsets, its timestamp and launcher prefix, and whether the masking
 gate, the salience pattern or a rank hint matches in it. Offsets, ISO timestamps and
 ``[rankN]:`` prefixes come from numpy over the bytes (a window of each line's first bytes);
@@ -39,6 +39,7 @@ __all__ = [
     "Block",
     "LineTable",
     "iso_timestamps",
+    "line_indices",
     "matching_line_ends",
     "matching_lines",
     "rank_prefixes",
@@ -69,7 +70,7 @@ class LineTable:
         """Per line: does the RE2 ``pattern`` match in it. One scan of the whole block by a
         compiled pattern kept across blocks (its DFA stays warm), one call per matching line
         (:func:`matching_line_ends`), the scan going on at the next line (as
-        ``ingest._line_indices`` steps)."""
+        :func:`line_indices` steps)."""
         import numpy as np
 
         found = matching_line_ends(pattern, self.raw, options)
@@ -150,6 +151,24 @@ def matching_line_ends(pattern: bytes, raw: bytes, options: Any = None) -> list[
             break
         found.append(stop)
         pos = stop + 1
+    return found
+
+
+def line_indices(pattern: Any, block: bytes) -> set[int]:
+    """Indices of the lines of ``block`` (UTF-8 bytes) in which ``pattern`` (an RE2 pattern compiled
+    with the default options, or a masking detector) starts a match: one scan of the block, no
+    match objects."""
+    if hasattr(pattern, "line_starts"):
+        marks = pattern.line_starts(block)
+    else:
+        marks = matching_line_ends(pattern.pattern, block)  # a line's end is in it as its start is
+    found: set[int] = set()
+    line = 0
+    pos = 0
+    for at in marks:
+        line += block.count(b"\n", pos, at)
+        pos = at
+        found.add(line)
     return found
 
 

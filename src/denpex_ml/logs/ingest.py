@@ -20,7 +20,7 @@ import zlib
 from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import re2
 
@@ -29,29 +29,22 @@ from denpex_ml.errors import (
     DenpexError,
 )
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine, RankLog, StreamKey
-from denpex_ml.logs.columnar import (
-    SPACE_OR_HIGH,
-    TRUNCATION_MARK_B,
-    Block,
-    iso_timestamps,
-    matching_line_ends,
-    rank_prefixes,
-)
+from denpex_ml.logs.columnar import Block, line_indices
+from denpex_ml.logs.columnar_builder import NOT_FAST_B, ColumnarBuilder
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
-from denpex_ml.logs.masking import MAX_FIRST_PIECES_REGEX, Masker, first_pieces_alternation
-from denpex_ml.logs.nccl_lines import NCCL_SHAPE, bare_nccl_hosts, nccl_hosts, nccl_hosts_of_lines
+from denpex_ml.logs.masking import Masker
+from denpex_ml.logs.nccl_lines import NCCL_SHAPE, bare_nccl_hosts
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr, iter_blocks
 from denpex_ml.logs.patterns import (
-    HOST_PREFIX_SCREEN,
     ISO_TS_PREFIX,
-    RANK_TAG,
-    DigitShapeCache,
+    NOT_FAST_PATTERN,
+    SALIENT_PATTERN,
     contains,
     required_literals,
+    retention_templates,
 )
-from denpex_ml.logs.prefixes import message_rank, parse_prefix, rank_from_path
-from denpex_ml.logs.secret_rules import _OPTIONS, _key_block_lines
+from denpex_ml.logs.prefixes import may_name_rank, message_rank, parse_prefix, rank_from_path
 from denpex_ml.logs.system import (
     HARDWARE_LINE,
     MAX_SYSTEM_LINES,
@@ -62,54 +55,11 @@ from denpex_ml.logs.system import (
 
 __all__ = ["Builder", "ingest_stream"]
 
-SALIENT_PATTERN = (
-    r"[Ee]rror|ERROR|[Ee]xception|Traceback|[Ff]ail|FAIL|[Ff]atal|FATAL|[Aa]bort|[Tt]ime(?:d )?out|[Kk]illed|"
-    r"[Ss]ignal|SIG[A-Z]{3}|WARN|[Ww]arning|\bnan\b|NaN|\binf\b|[Ss]egmentation|core dump|Xid|[Aa]ssert|"
-    r"terminate|[Dd]enied|No such file|not found|[Rr]efused|reset by peer|out of memory|OOM|[Ee]xit ?code|"
-    r"[Hh]ang|[Ss]tuck|[Mm]ismatch|[Ii]llegal|[Ii]nvalid|[Cc]annot|[Uu]nable|[Oo]verflow|[Ss]kipping|"
-    r"File \"|--[a-z][\w-]+|\.{4,} |SeqNum|[Dd]eadlock|[Ww]atchdog|NCCL version|[Ll]oss scale (?:reduced|to|already)|[Rr]educing loss scale|"
-    r"[Uu]nrecognized|[Uu]ndefined symbol|[Ee]xpected|[Mm]issing|[Cc]rash|[Dd]ied|[Ee]xited|[Ss]hutdown|"
-    # hang analysis: py-spy frames and thread headers, phase boundaries (save, eval, tokenise, end)
-    r"\.py:\d+\)|Thread (?:0x[0-9a-fA-F]+|\d+) \(|[Ss]aving (?:model )?checkpoint|Running (?:Evaluation|tokenizer)|"
-    r"[Tt]raining (?:completed|finished)|train_runtime|CANCELLED AT|[Pp]reempt|KeyboardInterrupt|death signal|nranks|"
-    # other stacks' failure words: kernels' TIMEOUT, TF1's "Caused by op", UCX's crash backtrace,
-    # TF's allocator dump on a failed allocation, EAGAIN, TLS and scheduler credentials
-    r"TIMEOUT|Caused by op|==== backtrace|Sum Total of in-use chunks|Total bytes in pool|"
-    r"Resource temporarily unavailable|[Cc]ertificate|[Cc]redential|segfault|nan loss|NaN loss|peer access"
-)
 SALIENT = re2.compile(SALIENT_PATTERN.encode())
-_TEMPLATE = re.compile(r"0x[0-9a-fA-F]+|\d+")
-#: retention templates (``_TEMPLATE.sub("#", line)``) by line shape, across jobs: no digit survives
-#: the substitution, so it depends on where a line's digits and zeros are only
-_RETENTION_TEMPLATES = DigitShapeCache()
-
-
-def _retention_templates(texts: list[str]) -> list[str]:
-    """``[_TEMPLATE.sub("#", t) for t in texts]`` (the texts hold no newline), through the cache."""
-    joined = "\n".join(texts)
-    if joined.count("\n") != len(texts) - 1:  # pragma: no cover - a line holds no newline
-        return [_TEMPLATE.sub("#", t) for t in texts]
-    data = joined.encode("utf-8", "surrogatepass")
-    return _RETENTION_TEMPLATES.map(texts, data, lambda _i, text: _TEMPLATE.sub("#", text))
 
 
 #: Largest Flight Recorder dump read (bytes); larger ones are skipped with a warning.
 _NCCL_COMM_RANK = re.compile(r"\brank (\d+) nranks (\d+)\b")
-
-
-class _Scanned(NamedTuple):
-    """A block's line table and its lines' answers, asked by :meth:`Builder._fused_scan`."""
-
-    table: Any
-    hit: Any  # lines the masking gates or learned hosts' first pieces match in; None: not asked yet
-    salient: Any
-
-
-def _hit_pattern(masker: Masker) -> bytes:
-    """The masking gates and the learned hosts' first pieces (while few): the lines to mask."""
-    first_rx = masker._first_regex()
-    gate: bytes = masker._gate().pattern
-    return gate if first_rx is None else gate + b"|" + first_rx.pattern
 
 
 @dataclass
@@ -153,7 +103,7 @@ class _Stream:
         """Keep a salient line unless the budget is spent or its template was kept often enough."""
         if len(self.salient) >= cap:
             return
-        self.offer_templated(item, _retention_templates([item[2]])[0], per_template)
+        self.offer_templated(item, retention_templates([item[2]])[0], per_template)
 
     def offer_templated(self, item: tuple[str, int, str, str | None, bool], tpl: str, per_template: int) -> None:
         """:meth:`offer_salient` with the line's template already made (and the budget checked)."""
@@ -163,7 +113,7 @@ class _Stream:
             self.salient.append(item)
 
 
-class Builder:
+class Builder(ColumnarBuilder):
     """Assigns lines to streams and keeps a bounded sample of each."""
 
     def __init__(self, retention: Retention) -> None:
@@ -214,7 +164,7 @@ class Builder:
             if scanned is not None:
                 return self._add_block_columnar(raw, masker, source, file_rank, lineno, None, scanned)
             self._fuse = False  # a block of this job needs the general parser: the next ones likely too
-        m = (_NOT_FAST_RANKED_B if file_rank is not None and BARE_NCCL_FAST else _NOT_FAST_B).search(raw)
+        m = (_NOT_FAST_RANKED_B if file_rank is not None and BARE_NCCL_FAST else NOT_FAST_B).search(raw)
         if m is None:
             return self._add_block_fast(text, raw, masker, source, file_rank, lineno)
         split = raw.rfind(b"\n", 0, m.start()) + 1
@@ -254,247 +204,6 @@ class Builder:
             block = raw.decode("utf-8", "replace")
         self._flush_tails()
         return self._add_block_lines(block, raw, masker, source, file_rank, lineno, hosts)
-
-    def _add_block_columnar(
-        self,
-        raw: bytes,
-        masker: Masker,
-        source: str,
-        file_rank: int | None,
-        lineno: int,
-        hosts: dict[int, str] | None = None,
-        scanned: _Scanned | None = None,
-    ) -> int:
-        """What :meth:`_add_block_lines` does, with every per-line question asked of the whole
-        block at once (RE2 scans of the block, numpy, Arrow for timestamps: see
-        :mod:`~denpex_ml.logs.columnar`): only the lines that are masked or kept become Python
-        strings. The tails of the streams point into the block and are made
-        into strings only if the next block does not push them out (:meth:`_flush_tails`)."""
-        import numpy as np
-
-        from denpex_ml.logs.columnar import LineTable
-
-        table = LineTable(raw) if scanned is None else scanned.table
-        n = table.n
-        head = table.window(raw, _WINDOW) if n else np.zeros((0, _WINDOW), dtype=np.uint8)
-        ts_len, pre_len, ranks = rank_prefixes(head)
-        # a line that may start with an ISO timestamp: the prefix pattern itself, on those lines
-        digit = (head >= 48) & (head <= 57)
-        maybe_ts = np.flatnonzero(digit[:, 0] | ((head[:, 0] == 91) & digit[:, 1]))
-        if len(maybe_ts):
-            # the timestamp by the RE2 kernel (leftmost-first: what Python's re takes, the rest of
-            # the pattern always matching), then the rank prefix after it as for the other lines
-            ts_found = iso_timestamps(table.window(raw, _TS_WINDOW, maybe_ts), raw, table.starts[maybe_ts])
-            ts_len[maybe_ts] = ts_found
-            after = table.window(raw, _WINDOW, maybe_ts, ts_found)
-            _, pre_len[maybe_ts], ranks[maybe_ts] = rank_prefixes(after)
-        if scanned is None and b" NCCL" in raw and not hosts:  # bare NCCL lines' hosts were learned in line order
-            self._learn_nccl_hosts(raw, masker, table)
-        prefixed = pre_len > 0
-        n_prefixed = int(np.count_nonzero(prefixed))
-        if n_prefixed:
-            self.bundle.formats["torchrun"] += n_prefixed
-        blk = Block(raw, table.starts, table.ends, ts_len, pre_len, source, lineno)
-        blk.hosts = hosts or None
-        if scanned is None:
-            hits = self._hit_lines(table, raw, masker)
-            salient = table.scan(_SALIENT_B)
-        else:
-            hits = self._hit_lines(table, raw, masker, scanned.hit)
-            salient = scanned.salient
-        blk.salient = salient
-        if len(hits):
-            idx = hits.tolist()
-            blk.texts.update(zip(idx, masker.mask_joined_lines(blk.joined(idx), len(idx)), strict=True))
-        # stream keys: the rank prefix, else the file's rank, a rank named in the message, or global
-        default = file_rank if file_rank is not None else _GLOBAL
-        keys = np.where(prefixed, ranks, default)
-        bare = ~prefixed & (ts_len == 0)
-        if n:
-            maybe_blank = bare & (
-                (table.ends == table.starts) | np.isin(head[:, 0], np.frombuffer(SPACE_OR_HIGH, dtype=np.uint8))
-            )
-            for i in np.flatnonzero(maybe_blank).tolist():
-                rest = blk.raw_line(i)
-                if not rest or rest.isspace():
-                    keys[i] = _SKIP
-        if file_rank is None:
-            unprefixed = ~prefixed & (keys != _SKIP)
-            if n_prefixed < n // 2:  # mostly unprefixed lines: one scan finds the few that may name a rank
-                rows = np.flatnonzero(unprefixed & table.scan(_MSG_RANK_HINT_B))
-            else:  # mostly "[rankN]:" lines, which all hold "[rank": the others one by one
-                rows = np.flatnonzero(unprefixed)
-            for i in rows.tolist():
-                rest = blk.rest(i)
-                if _may_name_rank(rest):
-                    found = message_rank(rest)
-                    keys[i] = _GLOBAL if found is None else found
-        if not raw.isascii():  # the mark is not ASCII
-            self.bundle.n_truncated_lines += raw.count(TRUNCATION_MARK_B)
-        kept = np.flatnonzero(keys != _SKIP)
-        kk = keys[kept]
-        # the kept lines grouped by stream (a stable sort: in line order within a stream); stream
-        # codes are ranks, -1: a 16-bit sort (radix) unless a rank is larger
-        small = len(kk) and int(kk.min()) >= -32768 and int(kk.max()) <= 32767
-        perm = np.argsort(kk.astype(np.int16) if small else kk, kind="stable")
-        order = kept[perm]
-        codes = kk[perm]
-        if len(codes):
-            bounds = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [len(codes)]))
-        else:
-            bounds = np.zeros(1, dtype=np.int64)
-        group_starts = bounds[:-1]
-        sal_order = salient[order]
-        n_sal = np.add.reduceat(sal_order.astype(np.int64), group_starts).tolist() if len(order) else []
-        bl = bounds.tolist()
-        uniq = codes[group_starts].tolist()
-        ret = self.ret
-        head_max, tail_max, per_template = ret.head, ret.tail, ret.per_template
-        self.bundle.n_lines += len(order)
-        touched: list[_Stream] = []
-        # streams in the order of their first line in the block
-        for g in np.argsort(perm[group_starts], kind="stable").tolist():
-            code = uniq[g]
-            key: StreamKey = GLOBAL_STREAM if code == _GLOBAL else code
-            b0 = bl[g]
-            m = bl[g + 1] - b0
-            st = self._stream(key)
-            before = st.n_lines
-            st.n_lines += m
-            ns = n_sal[g]
-            st.n_salient += ns
-            take_head = head_max - before if before < head_max else 0
-            idx = order[b0 : b0 + m]
-            if take_head:
-                st.head.extend(blk.items(idx[:take_head].tolist()))
-            if ns:
-                cap = ret.salient * (4 if key == GLOBAL_STREAM else 1)
-                if len(st.salient) < cap:
-                    sal_idx = idx[sal_order[b0 : b0 + m]]
-                    n_head = min(take_head, m)
-                    last_head = idx[n_head - 1] if n_head else -1
-                    offered = sal_idx[sal_idx > last_head].tolist()
-                    texts = blk.lines(offered)
-                    # the templates of all of them by one substitution (no template holds a newline)
-                    tpls = _retention_templates(texts) if texts else []
-                    for i, text, tpl in zip(offered, texts, tpls, strict=True):
-                        if len(st.salient) >= cap:
-                            break  # offer_salient would refuse it and every later one, changing nothing
-                        host = hosts.get(i) if hosts else None
-                        st.offer_templated((source, lineno + i + 1, text, host, True), tpl, per_template)
-            if m > take_head:
-                if tail_max:
-                    st.defer_tail(blk, idx[max(take_head, m - tail_max) :], tail_max)
-                touched.append(st)
-        if hosts:
-            self._stream(file_rank if file_rank is not None else GLOBAL_STREAM).hosts.update(hosts.values())
-        # tails still pointing into an earlier block become strings now: that block goes
-        self._recent.append(blk)
-        keep = {id(b) for b in self._recent}
-        for st in self._deferred:
-            st.flush_tail(keep)
-        self._deferred = [st for st in {id(s): s for s in (*self._deferred, *touched)}.values() if st.pending]
-        return lineno + n
-
-    def _learn_nccl_hosts(self, raw: bytes, masker: Masker, table: Any = None) -> None:
-        """Hosts of NCCL debug text (``host:pid:tid [dev] NCCL``), as the block-level findall finds them."""
-        found = nccl_hosts(raw) if table is None else nccl_hosts_of_lines(raw, table.starts, table.ends)
-        hosts = {h.decode("utf-8", "replace") for h in found}
-        if hosts:
-            masker.learn_hosts(sorted(hosts))  # sorted: the same pseudonyms on every run
-
-    def _hit_lines(self, table: Any, raw: bytes, masker: Masker, hit: Any = None) -> Any:
-        """Sorted indices of the lines that masking may change: what :class:`_Detector` flags
-        (``hit``: the lines of the scan below, found by :meth:`_fused_scan`)."""
-        import numpy as np
-
-        first_rx = masker._first_regex()
-        if hit is None:
-            # the rule gates and the learned hosts' first pieces by one scan: a line is flagged when
-            # either starts a match in it, which is when their alternation does
-            hit = table.scan(_hit_pattern(masker), _OPTIONS)
-        if contains(b"PRIVATE KEY", raw):
-            starts = sorted({s for s in _key_block_lines(raw) if s < len(raw)})
-            if starts:
-                hit[np.searchsorted(table.starts, np.array(starts, dtype=np.int64))] = True
-        if first_rx is None and masker._first:
-            for i in _line_indices(masker.detector(), raw):  # the dict lookup per piece: too many hosts for one regex
-                if i < table.n:
-                    hit[i] = True
-        return np.flatnonzero(hit)
-
-    def _fused_scan(self, raw: bytes, masker: Masker) -> _Scanned | None:
-        """The three whole-block questions of a columnar block of an unranked file, by one RE2
-        scan: does a line need the general parser, which lines may masking change, which are
-        salient. ``None`` (nothing learned) when a line needs the general parser.
-
-        One scan finds every line in which any of the patterns starts a match (none of them can
-        match a newline: the one general-parser trigger that can, ``^\\s*Failures:``, keeps a block
-        off this path). The few lines it finds, joined by newlines, are then asked each question
-        on their own (a line starts a match in the joined text exactly where it does in the
-        block). The hosts of the block's NCCL lines are learned first only on paper: the learned
-        hosts' first pieces are asked with those pieces added, and are asked again of the whole
-        block if learning them gave other pieces."""
-        import numpy as np
-
-        from denpex_ml.logs.columnar import LineTable
-
-        table = LineTable(raw)
-        found = nccl_hosts_of_lines(raw, table.starts, table.ends) if b" NCCL" in raw else set()
-        names = sorted({h.decode("utf-8", "replace") for h in found})
-        pieces = masker.first_pieces_after(names)
-        if len(pieces) > MAX_FIRST_PIECES_REGEX:
-            return None if _NOT_FAST_B.search(raw) is not None else self._scanned_plain(raw, masker, names, table)
-        first = first_pieces_alternation(pieces)
-        hit_pattern = masker._gate().pattern + (b"|" + first if first else b"")
-        every = matching_line_ends(_NOT_FAST_PATTERN_B + b"|" + _SALIENT_B + b"|" + hit_pattern, raw, _OPTIONS)
-        rows = np.searchsorted(table.ends, np.array(every, dtype=np.int64))
-        starts = table.starts[rows].tolist()
-        ends = table.ends[rows].tolist()
-        joined = b"\n".join([raw[a:b] for a, b in zip(starts, ends, strict=True)])
-        lengths = np.array(ends, dtype=np.int64) - np.array(starts, dtype=np.int64)
-        line_ends = np.cumsum(lengths + 1) - 1  # of the joined lines
-        # the salient lines and those for the general parser by one scan of the joined lines, then
-        # the general parser's pattern on the few found: when it is in none, they are the salient ones
-        found_ends = matching_line_ends(_SALIENT_OR_NOT_FAST_B, joined)
-        sal = np.searchsorted(line_ends, np.array(found_ends, dtype=np.int64))
-        if found_ends:
-            found_starts = (line_ends[sal] - lengths[sal]).tolist()
-            if _NOT_FAST_B.search(b"\n".join([joined[a:b] for a, b in zip(found_starts, found_ends, strict=True)])):
-                return None
-        if names:
-            masker.learn_hosts(names)  # what _learn_nccl_hosts learns
-        salient = np.zeros(table.n, dtype=np.bool_)
-        salient[rows[sal]] = True
-        if set(masker._first) != pieces or (masker._first and masker._first_regex() is None):
-            return _Scanned(table, None, salient)  # learning gave other pieces: the whole block is asked
-        hit = np.zeros(table.n, dtype=np.bool_)
-        hit[rows] = True
-        if len(sal):  # a salient line was found for salience, not necessarily for masking
-            hit[rows[sal]] = False
-            sal_rows = rows[sal]
-            sal_joined = b"\n".join(
-                [raw[a:b] for a, b in zip(table.starts[sal_rows].tolist(), table.ends[sal_rows].tolist(), strict=True)]
-            )
-            sal_ends = np.cumsum(table.ends[sal_rows] - table.starts[sal_rows] + 1) - 1
-            masked = np.searchsorted(
-                sal_ends, np.array(matching_line_ends(hit_pattern, sal_joined, _OPTIONS), dtype=np.int64)
-            )
-            hit[sal_rows[masked]] = True
-        return _Scanned(table, hit, salient)
-
-    def _scanned_plain(self, raw: bytes, masker: Masker, names: list[str], table: Any) -> _Scanned:
-        """What :meth:`_fused_scan` gives, asked of the whole block one question at a time."""
-        if names:
-            masker.learn_hosts(names)
-        return _Scanned(table, None, table.scan(_SALIENT_B))
-
-    def _flush_tails(self) -> None:
-        """Every deferred tail line becomes a string (before anything else touches the tails)."""
-        for st in self._deferred:
-            st.flush_tail()
-        self._deferred = []
-        self._recent.clear()
 
     def _general_bytes(self, raw: bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
         return self._add_block_general(raw.decode("utf-8", "replace"), raw, masker, source, file_rank, lineno)
@@ -554,14 +263,14 @@ class Builder:
             hosts.append(host)
         self._detector = masker.detector()  # cached by the masker until it learns a new host
         # Phase 2: mask every line the detector flags (rules run on those lines only).
-        hits = _line_indices(self._detector, raw)
+        hits = line_indices(self._detector, raw)
         if hits:
             idx = sorted(hits)
             masked = masker.mask_lines([rests[i] for i in idx])
             for i, text in zip(idx, masked, strict=True):
                 rests[i] = text
         # Phase 3: retention; salient lines found by one RE2 pass over the block.
-        salient = _line_indices(SALIENT, raw)
+        salient = line_indices(SALIENT, raw)
         keep = self._keep
         for i, key in enumerate(keys):
             lineno += 1
@@ -606,8 +315,8 @@ class Builder:
         n_block = len(texts)
         if b" NCCL" in raw and not line_hosts:  # with bare NCCL lines their hosts were learned in line order
             self._learn_nccl_hosts(raw, masker)
-        hits = _line_indices(masker.detector(), raw)
-        salient = _line_indices(SALIENT, raw)
+        hits = line_indices(masker.detector(), raw)
+        salient = line_indices(SALIENT, raw)
         if hits:
             idx = sorted(i for i in hits if i < len(texts))
             for i, text in zip(idx, masker.mask_lines([texts[i] for i in idx]), strict=True):
@@ -626,7 +335,7 @@ class Builder:
                 key = int(r)
             elif (not rest or rest.isspace()) and not ts:  # blank (a bare timestamp is kept, as by the general parser)
                 continue
-            elif file_rank is None and _may_name_rank(rest):
+            elif file_rank is None and may_name_rank(rest):
                 found = message_rank(rest)
                 key = GLOBAL_STREAM if found is None else found
             else:
@@ -796,29 +505,12 @@ _PROBE = re.compile(
 
 
 _ISO_TS = ISO_TS_PREFIX
-_HOST_SCREEN = HOST_PREFIX_SCREEN
 _FAST_LINE = re.compile(r"^(" + _ISO_TS + r")?(?:\[(?:rank|default)(\d{1,6})\]:[ ]?)?(.*)$", re.MULTILINE)
-# Anything that needs the general parser: other launcher prefixes, NCCL debug or host
-# prefixes at line start, launcher summaries (parsed in order), syslog timestamps.
-_NOT_FAST_PATTERN = (
-    r"(?m)^(?:" + _ISO_TS + r")?(?:\[(?:\d+,)?\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |"
-    r"[\w.-]+:\d+:\d+ \[\d|(?:"
-    + _HOST_SCREEN
-    + r"): |"
-    + RANK_TAG
-    + r"(?:\[(?:rank|default)\d|\[(?:\d+,)?\d+\]<|\[[\w.-]+:\d+ *:\d|\(\w+ pid=|\{|"
-    r"(?:" + _HOST_SCREEN + r"): )|[A-Z][a-z]{2} [ \d]\d \d\d:"
-    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:)"
-    r"|Root Cause \(first observed failure\)|^\s*Failures:"
-)
-# RE2 on bytes: linear time, no per-match offset conversion
-_NOT_FAST_PATTERN_B = _NOT_FAST_PATTERN.encode()
-_NOT_FAST_B = re2.compile(_NOT_FAST_PATTERN_B)
-#: The same for a per-rank file (its rank known from the file name), where an NCCL debug line at
+#: :data:`~denpex_ml.logs.patterns.NOT_FAST_PATTERN` for a per-rank file (its rank known from the file name), where an NCCL debug line at
 #: line start (``host:pid:tid [dev] NCCL ...``) needs no stream key of its own: it takes the fast
 #: path (:func:`~denpex_ml.logs.nccl_lines.bare_nccl_hosts`); behind a timestamp it still needs the general parser.
 _NOT_FAST_RANKED_B = re2.compile(
-    _NOT_FAST_PATTERN.replace(NCCL_SHAPE + "|", "", 1).encode()
+    NOT_FAST_PATTERN.replace(NCCL_SHAPE + "|", "", 1).encode()
     + rb"|(?m)^(?:"
     + _ISO_TS.encode()
     + rb")"
@@ -826,7 +518,7 @@ _NOT_FAST_RANKED_B = re2.compile(
 )
 
 #: Columnar blocks of unranked files asked their three whole-block questions by one scan
-#: (:meth:`Builder._fused_scan`); False: one scan each (the reference ``tests/logs/test_fused_scan.py`` compares against).
+#: (:meth:`~denpex_ml.logs.columnar_builder.ColumnarBuilder._fused_scan`); False: one scan each (the reference ``tests/logs/test_fused_scan.py`` compares against).
 FUSED_SCAN = True
 
 #: Per-rank files' NCCL debug lines on the fast path; False: the general parser reads every block
@@ -848,14 +540,7 @@ _MIN_FAST_PREFIX = 16 * 1024
 #: smaller ones line by line (no numpy import, no set-up for a few lines). None: never
 #: (the reference path the equivalence test compares against).
 COLUMNAR_MIN_BYTES: int | None = 256 * 1024
-_GLOBAL = -1  # stream codes in the columnar path: ranks are >= 0
-_SKIP = -2
-_TS_WINDOW = 64
-_MSG_RANK_HINT_B = rb"\[Rank|\[RANK|\[rank| nranks |\[PG ID|\d TP\d"
-_SALIENT_B = SALIENT_PATTERN.encode()
-_SALIENT_OR_NOT_FAST_B = _SALIENT_B + b"|" + _NOT_FAST_PATTERN_B
 _NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
-_WINDOW = 18  # "[default" + 6 digits + "]: " + 1
 
 
 def _probe_formats(block: str) -> bool:
@@ -863,40 +548,9 @@ def _probe_formats(block: str) -> bool:
     return _PROBE.search(block) is not None
 
 
-def _may_name_rank(rest: str) -> bool:
-    """Whether a line after its timestamp holds one of the marks :func:`message_rank` reads (the
-    text form of :data:`_MSG_RANK_HINT_B`): a cheap screen before the regex."""
-    return (
-        "[Rank" in rest
-        or "[RANK" in rest
-        or "[rank" in rest
-        or " nranks " in rest
-        or "[PG ID" in rest
-        or rest.startswith("TP")
-    )
-
-
 def _msg_rank_key(line: str) -> StreamKey:
     rank = message_rank(line)
     return GLOBAL_STREAM if rank is None else rank
-
-
-def _line_indices(pattern: Any, block: bytes) -> set[int]:
-    """Indices of the lines of ``block`` (UTF-8 bytes) in which ``pattern`` (an RE2 pattern compiled
-    with the default options, or a masking detector) starts a match: one scan of the block, no
-    match objects."""
-    if hasattr(pattern, "line_starts"):
-        marks = pattern.line_starts(block)
-    else:
-        marks = matching_line_ends(pattern.pattern, block)  # a line's end is in it as its start is
-    found: set[int] = set()
-    line = 0
-    pos = 0
-    for at in marks:
-        line += block.count(b"\n", pos, at)
-        pos = at
-        found.add(line)
-    return found
 
 
 def ingest_stream(
@@ -944,7 +598,7 @@ def _keep_system_lines(
     room = MAX_SYSTEM_LINES - len(bundle.system)
     if room <= 0:
         return
-    idx = sorted(_line_indices(HARDWARE_LINE, block.encode("utf-8", "replace")))[:room]
+    idx = sorted(line_indices(HARDWARE_LINE, block.encode("utf-8", "replace")))[:room]
     if not idx:
         return
     lines = block.split("\n")

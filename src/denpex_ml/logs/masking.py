@@ -28,7 +28,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +113,31 @@ _GATE_HOSTS = (
     r"|srun: error:|\bon (?:host|node)|\*\*\* (?:JOB|STEP)|\r|\." + _TLDS + r"\b|PRIVATE KEY"
     r"|(?m:^)[ \t]*(?:[A-Za-z][A-Za-z0-9_-]*[0-9][A-Za-z0-9_.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[A-Za-z0-9_-]+)*): "
 )
+
+
+def _is_host_name(host: str) -> bool:
+    """Whether :meth:`Masker.host_pseudonym` learns ``host`` (it gives pseudonyms, masks and
+    ordinary words such as ``localhost`` back as they are)."""
+    return (
+        bool(host)
+        and not _PSEUDONYM.fullmatch(host)
+        and host.lower() not in _NOT_HOSTS
+        and not host.startswith("<masked")
+    )
+
+
+def _names_learned(host: str, known: Container[str]) -> tuple[str, ...]:
+    """The names :meth:`Masker.host_pseudonym` registers for ``host`` when the names in ``known``
+    are learned already: none for a known name or one it does not learn, else ``host`` and, for a
+    qualified name, its short name (``gpu-7`` of ``gpu-7.cluster.local``) unless known or no name.
+    The one learning rule :meth:`Masker.host_pseudonym` follows and
+    :meth:`Masker.first_pieces_after` predicts."""
+    if host in known or not _is_host_name(host):
+        return ()
+    short = host.split(".", 1)[0]
+    if short != host and short.lower() not in _NOT_HOSTS and short not in known and not _PSEUDONYM.fullmatch(short):
+        return (host, short)
+    return (host,)
 
 
 _SETS: dict[tuple[MaskRule, ...], Any] = {}
@@ -224,7 +249,7 @@ class Masker:
 
     def host_pseudonym(self, host: str) -> str:
         """Return (and remember) the pseudonym for ``host``; pseudonyms map to themselves."""
-        if not host or _PSEUDONYM.fullmatch(host) or host.lower() in _NOT_HOSTS or host.startswith("<masked"):
+        if not _is_host_name(host):
             return host
         p = self._hosts.get(host)
         if p is None:
@@ -233,16 +258,9 @@ class Masker:
             if p is None:
                 self._n_nodes += 1
                 p = f"node-{self._n_nodes}"
-            self._hosts[host] = p
-            self._register(host, p)
-            if (
-                short != host
-                and short.lower() not in _NOT_HOSTS
-                and short not in self._hosts
-                and not _PSEUDONYM.fullmatch(short)
-            ):
-                self._hosts[short] = p
-                self._register(short, p)
+            for name in _names_learned(host, self._hosts):
+                self._hosts[name] = p
+                self._register(name, p)
         return p
 
     def _register(self, host: str, pseudonym: str) -> None:
@@ -265,21 +283,10 @@ class Masker:
         first = set(self._first)
         known = set(self._hosts)
         for host in hosts:
-            if _IPV4_FULL.fullmatch(host) or host in known:
-                continue
-            if not host or _PSEUDONYM.fullmatch(host) or host.lower() in _NOT_HOSTS or host.startswith("<masked"):
-                continue  # host_pseudonym learns no such name
-            known.add(host)
-            names = [host]
-            short = host.split(".", 1)[0]
-            if (
-                short != host
-                and short.lower() not in _NOT_HOSTS
-                and short not in known
-                and not _PSEUDONYM.fullmatch(short)
-            ):
-                known.add(short)
-                names.append(short)
+            if _IPV4_FULL.fullmatch(host):
+                continue  # learn_hosts learns no address
+            names = _names_learned(host, known)
+            known.update(names)
             for name in names:
                 pieces = _free_text_pieces(_encode(name))
                 if pieces is not None:

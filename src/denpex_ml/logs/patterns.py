@@ -31,13 +31,16 @@ __all__ = [
     "ISO_TIMESTAMP",
     "ISO_TS_PREFIX",
     "NCCL_HOST",
+    "NOT_FAST_PATTERN",
     "RANK_TAG",
+    "SALIENT_PATTERN",
     "SYSLOG_LINE_TIME",
     "SYSLOG_TIMESTAMP",
     "AsciiScreen",
     "ascii_screen_source",
     "contains",
     "required_literals",
+    "retention_templates",
     "template",
     "templates",
 ]
@@ -70,6 +73,36 @@ HOST_PREFIX = (
 HOST_PREFIX_SCREEN = r"\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*"
 #: the host of an NCCL debug line (``gpu-a17:1234:1290 [3] NCCL INFO ...``)
 NCCL_HOST = r"[A-Za-z0-9][\w.-]*"
+
+#: a line worth keeping beyond a stream's head and tail (errors, warnings, hang-analysis marks)
+SALIENT_PATTERN = (
+    r"[Ee]rror|ERROR|[Ee]xception|Traceback|[Ff]ail|FAIL|[Ff]atal|FATAL|[Aa]bort|[Tt]ime(?:d )?out|[Kk]illed|"
+    r"[Ss]ignal|SIG[A-Z]{3}|WARN|[Ww]arning|\bnan\b|NaN|\binf\b|[Ss]egmentation|core dump|Xid|[Aa]ssert|"
+    r"terminate|[Dd]enied|No such file|not found|[Rr]efused|reset by peer|out of memory|OOM|[Ee]xit ?code|"
+    r"[Hh]ang|[Ss]tuck|[Mm]ismatch|[Ii]llegal|[Ii]nvalid|[Cc]annot|[Uu]nable|[Oo]verflow|[Ss]kipping|"
+    r"File \"|--[a-z][\w-]+|\.{4,} |SeqNum|[Dd]eadlock|[Ww]atchdog|NCCL version|[Ll]oss scale (?:reduced|to|already)|[Rr]educing loss scale|"
+    r"[Uu]nrecognized|[Uu]ndefined symbol|[Ee]xpected|[Mm]issing|[Cc]rash|[Dd]ied|[Ee]xited|[Ss]hutdown|"
+    # hang analysis: py-spy frames and thread headers, phase boundaries (save, eval, tokenise, end)
+    r"\.py:\d+\)|Thread (?:0x[0-9a-fA-F]+|\d+) \(|[Ss]aving (?:model )?checkpoint|Running (?:Evaluation|tokenizer)|"
+    r"[Tt]raining (?:completed|finished)|train_runtime|CANCELLED AT|[Pp]reempt|KeyboardInterrupt|death signal|nranks|"
+    # other stacks' failure words: kernels' TIMEOUT, TF1's "Caused by op", UCX's crash backtrace,
+    # TF's allocator dump on a failed allocation, EAGAIN, TLS and scheduler credentials
+    r"TIMEOUT|Caused by op|==== backtrace|Sum Total of in-use chunks|Total bytes in pool|"
+    r"Resource temporarily unavailable|[Cc]ertificate|[Cc]redential|segfault|nan loss|NaN loss|peer access"
+)
+#: (RE2) a line that needs ingestion's general parser: other launcher prefixes, NCCL debug or host
+#: prefixes at line start, launcher summaries (parsed in order), syslog timestamps
+NOT_FAST_PATTERN = (
+    r"(?m)^(?:" + ISO_TS_PREFIX + r")?(?:\[(?:\d+,)?\d+\]<std|\{|\(\w+ pid=|\[[\w.-]+:\d+ *:\d|[ ]{0,5}\d{1,6}: |"
+    r"[\w.-]+:\d+:\d+ \[\d|(?:"
+    + HOST_PREFIX_SCREEN
+    + r"): |"
+    + RANK_TAG
+    + r"(?:\[(?:rank|default)\d|\[(?:\d+,)?\d+\]<|\[[\w.-]+:\d+ *:\d|\(\w+ pid=|\{|"
+    r"(?:" + HOST_PREFIX_SCREEN + r"): )|[A-Z][a-z]{2} [ \d]\d \d\d:"
+    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:)"
+    r"|Root Cause \(first observed failure\)|^\s*Failures:"
+)
 
 
 _SCREEN_OPTIONS = re2.Options()
@@ -220,6 +253,21 @@ def templates(texts: Sequence[str]) -> list[str]:
         return _template(text, _RULES_WITHOUT[i in screens[0], i in screens[1]])
 
     return _TEMPLATES.map(texts, data, make)
+
+
+_TEMPLATE = re.compile(r"0x[0-9a-fA-F]+|\d+")
+#: retention templates (``_TEMPLATE.sub("#", line)``) by line shape, across jobs: no digit survives
+#: the substitution, so it depends on where a line's digits and zeros are only
+_RETENTION_TEMPLATES = DigitShapeCache()
+
+
+def retention_templates(texts: list[str]) -> list[str]:
+    """``[_TEMPLATE.sub("#", t) for t in texts]`` (the texts hold no newline), through the cache."""
+    joined = "\n".join(texts)
+    if joined.count("\n") != len(texts) - 1:  # pragma: no cover - a line holds no newline
+        return [_TEMPLATE.sub("#", t) for t in texts]
+    data = joined.encode("utf-8", "surrogatepass")
+    return _RETENTION_TEMPLATES.map(texts, data, lambda _i, text: _TEMPLATE.sub("#", text))
 
 
 # -- RE2 screens of Python patterns on ASCII text -----------------------------------------------

@@ -28,6 +28,7 @@ __all__ = [
     "Prefix",
     "bracket_hosts",
     "discover_hosts",
+    "may_name_rank",
     "message_rank",
     "nccl_debug_prefix",
     "parse_prefix",
@@ -297,6 +298,19 @@ def _try_formats(text: str, *, nested: bool) -> Prefix | None:
 def nccl_debug_prefix(text: str) -> Prefix | None:
     """Parse NCCL's ``host:pid:tid [localrank] NCCL ...`` debug prefix anywhere at line start."""
     return _nccl_debug(text)
+
+
+def may_name_rank(rest: str) -> bool:
+    """Whether a line after its timestamp holds one of the marks :func:`message_rank` reads (the
+    text form of ``columnar_builder._MSG_RANK_HINT_B``): a cheap screen before the regex."""
+    return (
+        "[Rank" in rest
+        or "[RANK" in rest
+        or "[rank" in rest
+        or " nranks " in rest
+        or "[PG ID" in rest
+        or rest.startswith("TP")
+    )
 
 
 def message_rank(text: str) -> int | None:
