@@ -831,3 +831,86 @@ def test_a_full_disk_inside_the_container_import_outweighs_the_runtime_failure()
     )
     m = FingerprintMatcher(load_taxonomy())
     assert outside_taxonomy(m.scan(ln for s in read_logs(text=text).streams.values() for ln in s.lines)) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "17/11/25 18:23:24 ERROR YarnClusterScheduler: Lost executor 9 on node-a: Container killed by YARN for "
+            "exceeding memory limits. 7.2 GB of 4.2 GB virtual memory used.",
+            "host-oom",
+        ),
+        (
+            'Exception in thread "Thread-40" java.lang.OutOfMemoryError: Cannot allocate new DoublePointer(10000000)',
+            "host-oom",
+        ),
+        ("  0%|          | 0/1 [00:00<?, ?it/s]已杀死", "host-oom"),
+        ("THCudaCheck FAIL file=/torch/extra/cutorch/init.c line=261 error=2 : out of memory", "cuda-oom"),
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to allocate request for 12.50MiB (13107200",
+            "cuda-oom",
+        ),
+        (
+            "exception: current loss scale already at minimum - cannot decrease scale anymore. exiting run",
+            "loss-nan-divergence",
+        ),
+        (
+            "luajit: cuda runtime error (30) : unknown error at /tmp/cutorch/lib/THC/THCStorage.c:113",
+            "gpu-fallen-off-bus",
+        ),
+        (
+            ":3:hip_platform.cpp :715 : 8802962852 us: [pid:1 tid:0x1] init: Returned hipErrorNoBinaryForGpu : continue",
+            "cuda-driver-mismatch",
+        ),
+        ("UCP API version is incompatible: required >= 1.19, actual 1.16.0", "cuda-driver-mismatch"),
+        ("(unable to get root cause for java.lang.NoClassDefFoundError)", "missing-module"),
+        (
+            "[thread 1 callback] nn/Linear.lua:51: Assertion `THCudaTensor_checkGPU(state, 4, r_, t, m1, m2)' failed.",
+            "tensor-device-mismatch",
+        ),
+        (
+            "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: mpiSize == tp * pp (tensorrt_llm/runtime/worldConfig.cpp:90)",
+            "uncaught-exception-crash",
+        ),
+        (
+            "[rank1]: RuntimeError: create_config:compiler_depend.ts:102 HCCL function error: "
+            "hcclCommInitRootInfoConfig(numRanks, &rootInfo, rank, config, &(comm->hcclComm_)), error code is 7",
+            "nccl-init-failure",
+        ),
+        ("oneCCL: atl_ofi_comm.cpp:232 init_transport: EXCEPTION: failed to initialize ATL", "nccl-init-failure"),
+        ("GID is NULL, please check your GID index by specifying MC_GID_INDEX", "nccl-init-failure"),
+        ("[jaccl] Changing queue pair to RTR failed with errno 22", "nccl-init-failure"),
+        (
+            "ib_mlx5dv_md.c:1100 UCX  ERROR mlx5_1: ibv_modify_qp(UMR QP 0x2c5c) failed to modify to RTR: No such device",
+            "nccl-init-failure",
+        ),
+        ("UCX ERROR ibv_create_cq(cqe=4096) failed: Cannot allocate memory", "nccl-init-failure"),
+        (
+            "[node-a][[59259,1],0][btl_tcp_endpoint.c:857:mca_btl_tcp_endpoint_start_connect] peer: node-b Unable to "
+            "connect to the peer 10.0.0.2 on port 1024: No route to host",
+            "nccl-init-failure",
+        ),
+        (
+            "[rank0]: RuntimeError: oneCCL: ze_call.cpp:28 do_call: EXCEPTION: ze error at zeMemOpenIpcHandle, code: "
+            "ZE_RESULT_ERROR_INVALID_ARGUMENT",
+            "nccl-shm-p2p-failure",
+        ),
+        ("hipIpcGetMemHandle -> 1 (invalid argument)", "nccl-shm-p2p-failure"),
+        (
+            "2024:08:21-10:24:26:( 4456) |CCL_ERROR| atl_ofi_helper.cpp:907 atl_ofi_get_prov_list: can't create providers for name shm",
+            "nccl-shm-p2p-failure",
+        ),
+        (
+            "[node-a:27251:0:27251] ib_mlx5_log.c:143  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81)",
+            "nccl-network-error",
+        ),
+    ],
+)
+def test_jvm_torch7_rocm_oneccl_hccl_ucx_and_mlx_wordings_of_known_failures(line: str, entry: str) -> None:
+    hits = FingerprintMatcher(load_taxonomy()).scan(
+        ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines
+    )
+    roots = {h.entry_id for h in hits if h.role.value == "root-cause"}
+    best = max((h for h in hits if h.role.value == "root-cause"), key=lambda h: h.weight)
+    assert entry in roots and best.entry_id in (entry, "uncaught-exception-crash"), (roots, best.entry_id)

@@ -36,6 +36,7 @@ EXCEPTION_RE = re.compile(
     # ``Caused by op '...'``, UCX's crash backtrace, ORTE/MPI errors, absl status codes, a kernel's TIMEOUT
     r"Check failed: |Caused by op '|==== backtrace|_ERROR_LOG\b|\bMPI error\b|\bTIMEOUT\b|"
     r"NVIDIA-SMI has failed|\bTest (?:CUDA|NCCL) failure\b|\bAssertion (?:error|failed)\b|caught segfault|<signal handler called>|"
+    r"\bretry count exceeded\b|已杀死|"
     r"\b(?:INTERNAL|UNAVAILABLE|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|DEADLINE_EXCEEDED|DATA_LOSS|ABORTED): |"
     # a traceback's last line naming a dotted exception class that does not end in Error
     # (``torch._dynamo.exc.FailOnRecompileLimitHit: ...``, ``omegaconf.errors.MissingMandatoryValue: ...``)
@@ -51,6 +52,7 @@ _EXCEPTION_SCREEN = re2.compile(
     rb"Connection (?:refused|reset|timed out)|[Aa]n error occurred|"
     rb"Check failed: |Caused by op '|==== backtrace|_ERROR_LOG|MPI error|TIMEOUT|"
     rb"NVIDIA-SMI has failed|Test CUDA failure|Test NCCL failure|Assertion error|Assertion failed|caught segfault|<signal handler called>|"
+    rb"retry count exceeded|" + "已杀死".encode() + rb"|"
     rb"(?:INTERNAL|UNAVAILABLE|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|DEADLINE_EXCEEDED|DATA_LOSS|ABORTED): |"
     rb"(?:[a-z_][a-z0-9_]*\.){1,6}[A-Z][A-Za-z0-9]*: "
 )

@@ -88,7 +88,8 @@ SALIENT_PATTERN = (
     # other stacks' failure words: kernels' TIMEOUT, TF1's "Caused by op", UCX's crash backtrace,
     # TF's allocator dump on a failed allocation, EAGAIN, TLS and scheduler credentials
     r"TIMEOUT|Caused by op|==== backtrace|Sum Total of in-use chunks|Total bytes in pool|"
-    r"Resource temporarily unavailable|[Cc]ertificate|[Cc]redential|segfault|nan loss|NaN loss|peer access"
+    r"Resource temporarily unavailable|[Cc]ertificate|[Cc]redential|segfault|nan loss|NaN loss|peer access|"
+    r"retry count exceeded|GID is NULL|已杀死"
 )
 #: (RE2) a line that needs ingestion's general parser: other launcher prefixes, NCCL debug or host
 #: prefixes at line start, launcher summaries (parsed in order), syslog timestamps
