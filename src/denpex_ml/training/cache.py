@@ -6,6 +6,9 @@
   only the new incidents.
 * :class:`EmbeddingStore` — template text → vector for one encoder. Survives taxonomy
   changes (a new class changes every job's features, not the embedding of a line).
+* :class:`SplitStore` — the generated synthetic splits of one generator signature (the
+  generator's own source, the taxonomy's content, the split sizes and seed): a retrain with
+  the same taxonomy reads them instead of drawing them again.
 
 Both are plain arrays (``.npy``/``.npz`` read with ``allow_pickle=False``) and JSON, written
 atomically. The cache lives in ``$DENPEX_CACHE`` or ``~/.cache/denpex_ml``; deleting it is
@@ -27,7 +30,15 @@ from denpex_ml.embedding import CachedEncoder
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer
 from denpex_ml.taxonomy import Taxonomy
 
-__all__ = ["EmbeddingStore", "FeatureStore", "cache_root", "example_key", "featurizer_signature"]
+__all__ = [
+    "EmbeddingStore",
+    "FeatureStore",
+    "SplitStore",
+    "cache_root",
+    "example_key",
+    "featurizer_signature",
+    "generator_signature",
+]
 
 #: Bump when featurisation changes in a way the signature does not capture.
 CACHE_VERSION = 3
@@ -76,6 +87,7 @@ class FeatureStore:
     """Feature vectors and texts of featurised jobs for one featurizer signature."""
 
     def __init__(self, root: Path, signature: str, width: int) -> None:
+        self.root = root
         self.dir = root / "features" / signature
         self.width = width
         self._index: dict[str, int] = {}
@@ -159,3 +171,43 @@ class EmbeddingStore:
         texts = np.asarray([t for t, _ in items], dtype=str)
         vecs = np.stack([v for _, v in items]).astype(np.float32)
         _atomic_write(self.path, lambda fh: np.savez(fh, texts=texts, vectors=vecs))
+
+
+def generator_signature(taxonomy: Taxonomy, per_class: tuple[int, int, int], seed: int) -> str:
+    """What the synthetic splits depend on, hashed: the generator's source files (any edit of a
+    recipe draws other incidents), the taxonomy's full content (recipes draw its fingerprints and
+    texts), the split sizes and the seed."""
+    from denpex_ml import synthetic
+
+    h = hashlib.sha256()
+    h.update(json.dumps({"version": CACHE_VERSION, "per_class": list(per_class), "seed": seed}).encode())
+    h.update(taxonomy.to_json().encode())
+    root = Path(synthetic.__file__).parent
+    for src in sorted(root.rglob("*.py")):
+        h.update(src.relative_to(root).as_posix().encode())
+        h.update(src.read_bytes())
+    return h.hexdigest()[:16]
+
+
+class SplitStore:
+    """Generated synthetic splits (``{"train", "val", "test"}`` lists of incident records) for one
+    :func:`generator_signature`, as one JSON file; a file that does not read back is regenerated."""
+
+    def __init__(self, root: Path, signature: str) -> None:
+        self.path = root / "synthetic" / f"{signature}.json"
+
+    def load(self) -> dict[str, list[dict[str, Any]]] | None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or set(data) != {"train", "val", "test"}:
+            return None
+        if not all(isinstance(v, list) and all(isinstance(r, dict) for r in v) for v in data.values()):
+            return None
+        return data
+
+    def save(self, splits: dict[str, list[dict[str, Any]]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        blob = json.dumps(splits, ensure_ascii=False).encode("utf-8")
+        _atomic_write(self.path, lambda fh: fh.write(blob))

@@ -67,10 +67,21 @@ def build_data(
     per_class: tuple[int, int, int],
     real_data: str | Sequence[str] | None,
     extra_data: Iterable[str] = (),
+    cache_dir: Path | None = None,
 ) -> dict[str, list[Example]]:
-    """``{"train", "val", "test"}`` synthetic splits, ``"real"`` and ``"user"`` incidents."""
+    """``{"train", "val", "test"}`` synthetic splits, ``"real"`` and ``"user"`` incidents; with
+    ``cache_dir`` the generated splits are read from (and saved to) a :class:`SplitStore`."""
     labels = taxonomy.ids
-    splits = make_splits(*per_class, seed=seed, taxonomy=taxonomy)
+    store = None
+    if cache_dir is not None:
+        from denpex_ml.training.cache import SplitStore, generator_signature
+
+        store = SplitStore(cache_dir, generator_signature(taxonomy, per_class, seed))
+    splits = store.load() if store is not None else None
+    if splits is None:
+        splits = make_splits(*per_class, seed=seed, taxonomy=taxonomy)
+        if store is not None:
+            store.save(splits)
     out: dict[str, list[Example]] = {name: [example_from_synthetic(r) for r in recs] for name, recs in splits.items()}
     out["real"] = (
         [example_from_incident(i, "real") for i in load_incidents(real_data, labels=labels)] if real_data else []

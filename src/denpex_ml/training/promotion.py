@@ -256,6 +256,7 @@ def _synthetic_test(report: GateReport, pair: _Pair, base_cfg: TrainConfig) -> N
         seed=base_cfg.seed,
         per_class=(2, 0, base_cfg.per_class_test),
         real_data=None,
+        cache_dir=pair.cache,
     )
     pair.compare(report, "synthetic_test", data["test"], "synthetic test")
 

@@ -200,6 +200,7 @@ def _featurise_all(st: _Setup, config: TrainConfig, *, baselines: bool, progress
         per_class=(config.per_class_train, config.per_class_val, config.per_class_test),
         real_data=config.real_data,
         extra_data=config.extra_data,
+        cache_dir=st.store.root if st.store is not None else None,
     )
     index = {lab: i for i, lab in enumerate(st.labels)}
     fs = {
