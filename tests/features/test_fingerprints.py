@@ -7,7 +7,7 @@ import pytest
 
 from denpex_ml.baselines import RuleBaseline
 from denpex_ml.features import FingerprintMatcher
-from denpex_ml.features.fingerprints import outside_taxonomy
+from denpex_ml.features.fingerprints import FingerprintHit, outside_taxonomy
 from denpex_ml.logs import read_logs
 from denpex_ml.taxonomy import load_taxonomy
 
@@ -200,6 +200,18 @@ def test_an_inter_node_plugin_without_a_provider_and_an_unresolvable_master_are_
 
 def _entries(m: FingerprintMatcher, line: str) -> set[str]:
     return {m.entry_of(i) for i in m.match_text(line)}
+
+
+def _hits(text: str) -> list[FingerprintHit]:
+    """Every fingerprint hit on the lines of ``text`` (a line gets its newline)."""
+    m = FingerprintMatcher(load_taxonomy())
+    if not text.endswith("\n"):
+        text += "\n"
+    return m.scan(ln for s in read_logs(text=text).streams.values() for ln in s.lines)
+
+
+def _outside(text: str) -> FingerprintHit | None:
+    return outside_taxonomy(_hits(text))
 
 
 def test_older_pytorch_wordings_of_known_failures_are_recognised() -> None:
@@ -729,8 +741,7 @@ def test_native_aborts_allocator_dumps_and_size_disagreements_in_other_stacks_wo
 )
 def test_a_fatal_check_or_a_ucx_backtrace_is_evidence_but_names_no_cause(line: str) -> None:
     """Both end failures of many kinds (a driver too old, a bus error in shared memory): symptoms only."""
-    m = FingerprintMatcher(load_taxonomy())
-    hits = m.scan(ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines)
+    hits = _hits(line)
     assert hits and all(h.role.value == "symptom" for h in hits)
 
 
@@ -749,14 +760,13 @@ def test_a_fatal_check_or_a_ucx_backtrace_is_evidence_but_names_no_cause(line: s
 def test_scheduler_credentials_mpi_runtime_tls_and_thread_limits_lie_outside_the_taxonomy(line: str) -> None:
     m = FingerprintMatcher(load_taxonomy())
     assert "unknown" in _entries(m, line)
-    hit = outside_taxonomy(m.scan(ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines))
+    hit = _outside(line)
     assert hit is not None and hit.entry_id == "unknown"
 
 
 def test_a_thread_that_could_not_start_outweighs_the_uncaught_cpp_exception_it_raises() -> None:
     text = "terminate called after throwing an instance of 'std::system_error'\n  what():  Resource temporarily unavailable\n"
-    m = FingerprintMatcher(load_taxonomy())
-    hit = outside_taxonomy(m.scan(ln for s in read_logs(text=text).streams.values() for ln in s.lines))
+    hit = _outside(text)
     assert hit is not None and hit.entry_id == "unknown"
 
 
@@ -797,9 +807,7 @@ def test_a_thread_that_could_not_start_outweighs_the_uncaught_cpp_exception_it_r
 )
 def test_caffe_r_gdb_ray_and_engine_wordings_of_known_failures(line: str, entry: str) -> None:
     # the root cause is the entry's alone (a glog FATAL line also carries the generic abort symptom)
-    hits = FingerprintMatcher(load_taxonomy()).scan(
-        ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines
-    )
+    hits = _hits(line)
     roots = {h.entry_id for h in hits if h.role.value == "root-cause"}
     assert entry in roots and roots - {"uncaught-exception-crash"} <= {entry}
 
@@ -819,8 +827,7 @@ def test_an_nccl_allocation_failure_at_init_stays_device_memory() -> None:
     ],
 )
 def test_schedulers_and_container_runtimes_refusing_the_job_lie_outside_the_taxonomy(line: str) -> None:
-    m = FingerprintMatcher(load_taxonomy())
-    hit = outside_taxonomy(m.scan(ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines))
+    hit = _outside(line)
     assert hit is not None and hit.entry_id == "unknown"
 
 
@@ -829,8 +836,7 @@ def test_a_full_disk_inside_the_container_import_outweighs_the_runtime_failure()
         "slurmstepd: error: pyxis: failed to import docker image\n"
         "slurmstepd: error: pyxis:     Write failed because No space left on device\n"
     )
-    m = FingerprintMatcher(load_taxonomy())
-    assert outside_taxonomy(m.scan(ln for s in read_logs(text=text).streams.values() for ln in s.lines)) is None
+    assert _outside(text) is None
 
 
 @pytest.mark.parametrize(
@@ -908,9 +914,7 @@ def test_a_full_disk_inside_the_container_import_outweighs_the_runtime_failure()
     ],
 )
 def test_jvm_torch7_rocm_oneccl_hccl_ucx_and_mlx_wordings_of_known_failures(line: str, entry: str) -> None:
-    hits = FingerprintMatcher(load_taxonomy()).scan(
-        ln for s in read_logs(text=line + "\n").streams.values() for ln in s.lines
-    )
+    hits = _hits(line)
     roots = {h.entry_id for h in hits if h.role.value == "root-cause"}
     best = max((h for h in hits if h.role.value == "root-cause"), key=lambda h: h.weight)
     assert entry in roots and best.entry_id in (entry, "uncaught-exception-crash"), (roots, best.entry_id)
