@@ -318,6 +318,38 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/model/test_initiator.py",),
         "the rank whose last collective is behind is not named",
     ),
+    Mutant(
+        "initiator-mpirun-noticed-off",
+        "src/denpex_ml/model/rank_clues.py",
+        '        if "mpirun noticed that process rank" in text:',
+        "        if False:",
+        ("tests/model/test_initiator.py",),
+        "mpirun's 'process rank N ... exited on signal' no longer names rank N",
+    ),
+    Mutant(
+        "suspects-call-site-majority-off",
+        "src/denpex_ml/hang/suspects.py",
+        "    if n_common > len(odd) and len(odd) <= max(1, len(f.call_sites) // 2):",
+        "    if len(odd) <= len(f.call_sites):",
+        ("tests/hang/test_suspects.py",),
+        "ranks split two against two at different call sites are blamed anyway",
+    ),
+    Mutant(
+        "suspects-missing-dumps-first",
+        "src/denpex_ml/hang/suspects.py",
+        '    if not f.flight_recorder_blamed or f.flight_recorder_kind == "missing-dump":\n        return None\n    return _fr_blame(f)',
+        "    if not f.flight_recorder_blamed:\n        return None\n    return _fr_blame(f)",
+        ("tests/hang/test_suspects.py",),
+        "ranks that only wrote no Flight Recorder dump outrank where the program diverged",
+    ),
+    Mutant(
+        "training-split-cache-ignores-taxonomy",
+        "src/denpex_ml/training/cache.py",
+        "    h.update(taxonomy.to_json().encode())\n",
+        "",
+        ("tests/training/test_split_cache.py",),
+        "cached synthetic splits reused after the taxonomy changed",
+    ),
     # -- featurisation -----------------------------------------------------------------------------
     Mutant(
         "featurize-max-lines-cap-off",
