@@ -22,12 +22,15 @@ about 1.5 ms per 7,000 lines before matching anything, and importing pyarrow add
 from __future__ import annotations
 
 import re
+from collections import deque
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import re2
 
 from denpex_ml.logs.normalize import TRUNCATION_MARK, collapse_cr
-from denpex_ml.logs.patterns import ISO_TS_PREFIX
+from denpex_ml.logs.patterns import ISO_TS_PREFIX, retention_templates
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,6 +41,7 @@ __all__ = [
     "TRUNCATION_MARK_B",
     "Block",
     "LineTable",
+    "StreamRetention",
     "iso_timestamps",
     "line_indices",
     "matching_line_ends",
@@ -393,3 +397,57 @@ class Block:
             host = self.hosts.get
             return [(src, base + i, text, host(i), s) for i, text, s in zip(idx, self.lines(idx), sal, strict=True)]
         return [(src, base + i, text, None, s) for i, text, s in zip(idx, self.lines(idx), sal, strict=True)]
+
+
+@dataclass
+class StreamRetention:
+    """The lines one stream keeps (its head, salient lines and tail), bounded by :class:`Retention`;
+    tail lines of recent blocks stay block indices until they are needed as strings."""
+
+    head: list[tuple[str, int, str, str | None, bool]] = field(default_factory=list)
+    tail: deque[tuple[str, int, str, str | None, bool]] = field(default_factory=deque)
+    salient: list[tuple[str, int, str, str | None, bool]] = field(default_factory=list)
+    templates: dict[str, int] = field(default_factory=dict)
+    n_lines: int = 0
+    n_salient: int = 0
+    hosts: set[str] = field(default_factory=set)
+    #: tail lines not yet made into strings: (block, line indices), oldest first, at most ``tail`` in all
+    pending: list[tuple[Block, Any]] = field(default_factory=list)
+    n_pending: int = 0
+
+    def defer_tail(self, blk: Block, idx: Any, maxlen: int) -> None:
+        """Append lines of ``blk`` to the tail, as ``deque(maxlen).extend`` would, without making them strings."""
+        if maxlen == 0 or not len(idx):
+            return
+        self.pending.append((blk, idx))
+        self.n_pending += len(idx)
+        while self.n_pending - len(self.pending[0][1]) >= maxlen:
+            self.n_pending -= len(self.pending.pop(0)[1])
+        if self.n_pending > maxlen:
+            b, first = self.pending[0]
+            self.pending[0] = (b, first[self.n_pending - maxlen :])
+            self.n_pending = maxlen
+
+    def flush_tail(self, keep: Collection[int] = ()) -> None:
+        """The deferred tail lines of every block not in ``keep`` (ids of blocks) become strings (in order)."""
+        done = 0
+        for b, idx in self.pending:
+            if id(b) in keep:
+                break
+            self.tail.extend(b.items(idx.tolist()))
+            self.n_pending -= len(idx)
+            done += 1
+        del self.pending[:done]
+
+    def offer_salient(self, item: tuple[str, int, str, str | None, bool], cap: int, per_template: int) -> None:
+        """Keep a salient line unless the budget is spent or its template was kept often enough."""
+        if len(self.salient) >= cap:
+            return
+        self.offer_templated(item, retention_templates([item[2]])[0], per_template)
+
+    def offer_templated(self, item: tuple[str, int, str, str | None, bool], tpl: str, per_template: int) -> None:
+        """:meth:`offer_salient` with the line's template already made (and the budget checked)."""
+        seen = self.templates.get(tpl, 0)
+        self.templates[tpl] = seen + 1
+        if seen < per_template:
+            self.salient.append(item)

@@ -23,6 +23,7 @@ from denpex_ml.logs.columnar import (
     SPACE_OR_HIGH,
     TRUNCATION_MARK_B,
     Block,
+    StreamRetention,
     iso_timestamps,
     line_indices,
     matching_line_ends,
@@ -34,9 +35,6 @@ from denpex_ml.logs.nccl_lines import nccl_hosts, nccl_hosts_of_lines
 from denpex_ml.logs.patterns import NOT_FAST_PATTERN, SALIENT_PATTERN, contains, retention_templates
 from denpex_ml.logs.prefixes import may_name_rank, message_rank
 from denpex_ml.logs.secret_rules import _OPTIONS, _key_block_lines
-
-if TYPE_CHECKING:
-    from denpex_ml.logs.ingest import _Stream
 
 __all__ = ["NOT_FAST_B", "ColumnarBuilder"]
 
@@ -74,12 +72,12 @@ class ColumnarBuilder:
 
     ret: Retention
     bundle: LogBundle
-    _deferred: list[_Stream]  # streams with tail lines still in a block
+    _deferred: list[StreamRetention]  # streams with tail lines still in a block
     _recent: deque[Block]  # blocks tail lines may still point into
 
     if TYPE_CHECKING:
 
-        def _stream(self, key: StreamKey) -> _Stream: ...
+        def _stream(self, key: StreamKey) -> StreamRetention: ...
 
     def _add_block_columnar(
         self,
@@ -177,7 +175,7 @@ class ColumnarBuilder:
         ret = self.ret
         head_max, tail_max, per_template = ret.head, ret.tail, ret.per_template
         self.bundle.n_lines += len(order)
-        touched: list[_Stream] = []
+        touched: list[StreamRetention] = []
         sal_rows: list[int] | None = None
         sal_texts: list[str] = []
         sal_tpls: list[str] = []

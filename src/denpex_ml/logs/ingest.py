@@ -18,9 +18,6 @@ import tarfile
 import zipfile
 import zlib
 from collections import deque
-from collections.abc import Collection
-from dataclasses import dataclass, field
-from typing import Any
 
 import re2
 
@@ -29,7 +26,7 @@ from denpex_ml.errors import (
     DenpexError,
 )
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine, RankLog, StreamKey
-from denpex_ml.logs.columnar import Block, line_indices
+from denpex_ml.logs.columnar import Block, StreamRetention, line_indices
 from denpex_ml.logs.columnar_builder import NOT_FAST_B, ColumnarBuilder
 from denpex_ml.logs.launcher import LauncherParser
 from denpex_ml.logs.limits import IngestLimits, Retention
@@ -42,7 +39,6 @@ from denpex_ml.logs.patterns import (
     SALIENT_PATTERN,
     contains,
     required_literals,
-    retention_templates,
 )
 from denpex_ml.logs.prefixes import may_name_rank, message_rank, parse_prefix, rank_from_path
 from denpex_ml.logs.system import (
@@ -62,73 +58,22 @@ SALIENT = re2.compile(SALIENT_PATTERN.encode())
 _NCCL_COMM_RANK = re.compile(r"\brank (\d+) nranks (\d+)\b")
 
 
-@dataclass
-class _Stream:
-    head: list[tuple[str, int, str, str | None, bool]] = field(default_factory=list)
-    tail: deque[tuple[str, int, str, str | None, bool]] = field(default_factory=deque)
-    salient: list[tuple[str, int, str, str | None, bool]] = field(default_factory=list)
-    templates: dict[str, int] = field(default_factory=dict)
-    n_lines: int = 0
-    n_salient: int = 0
-    hosts: set[str] = field(default_factory=set)
-    #: tail lines not yet made into strings: (block, line indices), oldest first, at most ``tail`` in all
-    pending: list[tuple[Block, Any]] = field(default_factory=list)
-    n_pending: int = 0
-
-    def defer_tail(self, blk: Block, idx: Any, maxlen: int) -> None:
-        """Append lines of ``blk`` to the tail, as ``deque(maxlen).extend`` would, without making them strings."""
-        if maxlen == 0 or not len(idx):
-            return
-        self.pending.append((blk, idx))
-        self.n_pending += len(idx)
-        while self.n_pending - len(self.pending[0][1]) >= maxlen:
-            self.n_pending -= len(self.pending.pop(0)[1])
-        if self.n_pending > maxlen:
-            b, first = self.pending[0]
-            self.pending[0] = (b, first[self.n_pending - maxlen :])
-            self.n_pending = maxlen
-
-    def flush_tail(self, keep: Collection[int] = ()) -> None:
-        """The deferred tail lines of every block not in ``keep`` (ids of blocks) become strings (in order)."""
-        done = 0
-        for b, idx in self.pending:
-            if id(b) in keep:
-                break
-            self.tail.extend(b.items(idx.tolist()))
-            self.n_pending -= len(idx)
-            done += 1
-        del self.pending[:done]
-
-    def offer_salient(self, item: tuple[str, int, str, str | None, bool], cap: int, per_template: int) -> None:
-        """Keep a salient line unless the budget is spent or its template was kept often enough."""
-        if len(self.salient) >= cap:
-            return
-        self.offer_templated(item, retention_templates([item[2]])[0], per_template)
-
-    def offer_templated(self, item: tuple[str, int, str, str | None, bool], tpl: str, per_template: int) -> None:
-        """:meth:`offer_salient` with the line's template already made (and the budget checked)."""
-        seen = self.templates.get(tpl, 0)
-        self.templates[tpl] = seen + 1
-        if seen < per_template:
-            self.salient.append(item)
-
-
 class Builder(ColumnarBuilder):
     """Assigns lines to streams and keeps a bounded sample of each."""
 
     def __init__(self, retention: Retention) -> None:
         self.ret = retention
-        self.streams: dict[StreamKey, _Stream] = {}
+        self.streams: dict[StreamKey, StreamRetention] = {}
         self.pid_rank: dict[str, int] = {}
         self.pid_local: dict[str, tuple[str | None, int]] = {}
         self._detector: re2._Regexp | None = None
         self.launcher = LauncherParser()
         self.bundle = LogBundle()
-        self._deferred: list[_Stream] = []  # streams with tail lines still in a block (columnar path)
+        self._deferred: list[StreamRetention] = []  # streams with tail lines still in a block (columnar path)
         self._recent: deque[Block] = deque(maxlen=_KEPT_BLOCKS)  # blocks tail lines may still point into
         self._fuse = True  # try _fused_scan (until a block needs the general parser)
 
-    def _stream(self, key: StreamKey) -> _Stream:
+    def _stream(self, key: StreamKey) -> StreamRetention:
         st = self.streams.get(key)
         if st is None:
             if len(self.streams) >= self.ret.max_streams:
@@ -136,7 +81,7 @@ class Builder(ColumnarBuilder):
                 st = self.streams.get(key)
                 if st is not None:
                     return st
-            st = self.streams[key] = _Stream(tail=deque(maxlen=self.ret.tail))
+            st = self.streams[key] = StreamRetention(tail=deque(maxlen=self.ret.tail))
         return st
 
     def add_block(self, block: str | bytes, masker: Masker, source: str, file_rank: int | None, lineno: int) -> int:
