@@ -321,7 +321,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "initiator-mpirun-noticed-off",
         "src/denpex_ml/model/rank_clues.py",
-        '        if "mpirun noticed that process rank" in text:',
+        '        if "noticed that process rank" in text or "has exited due to process rank" in text:',
         "        if False:",
         ("tests/model/test_initiator.py",),
         "mpirun's 'process rank N ... exited on signal' no longer names rank N",

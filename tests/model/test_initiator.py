@@ -262,3 +262,25 @@ def test_mpirun_names_the_first_process_killed_by_a_signal() -> None:
     assert v.rank == 1 and "mpirun" in v.reason
     # a masked PID is still a PID
     assert verdict(text.replace("PID 26987", "PID xxxxxx"), "host-oom").rank == 1
+
+
+def test_prterun_names_the_process_that_aborted() -> None:
+    text = (
+        "[node-a:00000] *** An error occurred in Socket closed\n"
+        "[node-a:00000] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"
+        "prterun has exited due to process rank 2 with PID 0 on node node-a calling\n"
+        '"abort". This may have caused other processes in the application to be\n'
+    )
+    v = verdict(text, "nccl-init-failure")
+    assert v.rank == 2 and "mpirun" in v.reason
+
+
+def test_torchelastic_names_the_failed_worker_in_its_newer_words() -> None:
+    text = (
+        "[node-a] [2026-03-30 19:24:35,966] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 73 "
+        "the closing signal SIGTERM\n"
+        "[node-a] [2026-03-30 19:24:42,731] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) "
+        "for binary located at /envs/x/bin/python3.10 with local_rank: 3\n"
+    )
+    v = verdict(text, "host-oom")
+    assert v.rank == 3 and "launcher" in v.reason

@@ -37,6 +37,7 @@ _LAUNCHER = re.compile(
     r"|\bprocess (?P<d>\d+) terminated with (?:signal|exit code)"
     r"|--local_rank=(?P<e>\d+)'.*\] exits with return code = -?[1-9]"
     r"|\bException in device=(?:TPU|GPU|CPU|XLA|CUDA):(?P<f>\d+)\b"
+    r"|failed \(exitcode: -?\d+\) for binary located at \S+ with local_rank: (?P<g>\d+)"
 )
 _LAUNCHER_HINT = ("local_rank", "terminated with", "Exception in device=")
 # Open MPI's mpirun naming the first process that exited non-zero: "Process name: [[jobid,1],3]"
@@ -44,7 +45,10 @@ _LAUNCHER_HINT = ("local_rank", "terminated with", "Exception in device=")
 _MPI_FIRST = re.compile(r"^\s*Process name: \[\[\d+,\d+\],(?P<a>\d+)\]")
 # ... or, when a process died of a signal, "mpirun noticed that process rank 3 with PID 4242 on
 # node n exited on signal 9 (Killed)" (the world rank again; mpirun reports the first it saw)
-_MPI_NOTICED = re.compile(r"\bmpirun noticed that process rank (?P<a>\d+) with PID \S+ on node \S+ exited on signal")
+_MPI_NOTICED = re.compile(
+    r"\bmpirun noticed that process rank (?P<a>\d+) with PID \S+ on node \S+ exited on signal"
+    r"|\b(?:mpirun|prterun) has exited due to process rank (?P<b>\d+) with PID"
+)
 # Slurm's srun reporting one task (its global SLURM_PROCID, i.e. the rank) that failed
 _SRUN_TASK = re.compile(r"^srun: error: \S+: task (?P<a>\d+): (?!Exited with exit code 0\b)[A-Z]")
 # an error message that names the rank it happened on
@@ -107,10 +111,10 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
             m = _MPI_FIRST.search(text)
             if m:
                 return RankClue(_group(m), "mpirun names it as the first process to exit non-zero", line)
-        if "mpirun noticed that process rank" in text:
+        if "noticed that process rank" in text or "has exited due to process rank" in text:
             m = _MPI_NOTICED.search(text)
             if m:
-                return RankClue(_group(m), "mpirun names it as the first process killed by a signal", line)
+                return RankClue(_group(m), "mpirun names it as the first process that died or aborted", line)
         if local_is_global and any(h in text for h in _LAUNCHER_HINT):
             m = _LAUNCHER.search(text)
             if m:
