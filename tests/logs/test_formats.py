@@ -212,3 +212,29 @@ def test_jsonl_message_rank_prefix_beats_the_pod_index() -> None:
     b = read_logs(text="\n".join(lines) + "\n")
     assert 12 in b.ranks and 8 in b.ranks and 1 not in b.ranks
     assert any("HfHubHTTPError" in line.text for line in b.streams[12].lines)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "HYBRID-EP ALLGATHER TIMEOUT:SM 13 [0]:expecting 5792 got 5791",
+        "Caused by op 'DistributedRMSPropOptimizer_Allreduce/HorovodAllreduce_gradients_AddN_5_0', defined at:",
+        "==== backtrace (tid:   4304) ====",
+        "bfc_allocator.cc:1112] Sum Total of in-use chunks: 287.95MiB",
+        "  what():  Resource temporarily unavailable",
+        "SSLCertVerificationError: certificate has expired (_ssl.c:1091)",
+        "srun: error: Application launch failed: Job credential expired",
+        " *** caught segfault ***",
+        "WARNING: nan loss detected, ending training",
+        "[TensorRT-LLM][WARNING] Device 2 peer access Device 5 is not available.",
+        "ib_mlx5_log.c:143  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)",
+        "GID is NULL, please check your GID index by specifying MC_GID_INDEX",
+        "  0%|          | 0/1 [00:00<?, ?it/s]已杀死",
+    ],
+)
+def test_failure_lines_of_other_stacks_are_kept_from_the_middle_of_a_long_log(line: str) -> None:
+    # beyond the head and the tail a line is kept only when it is salient
+    noise = "".join(f"step {i} loss 1.{i % 10}\n" for i in range(400))
+    bundle = read_logs(text=noise + line + "\n" + noise)
+    kept = [ln for ln in bundle.iter_lines() if ln.text == line]
+    assert kept and kept[0].salient

@@ -326,11 +326,8 @@ def _read_stacks(
     if isinstance(key, int):
         # where the program entered the collective: from a stack dump, else from a raised traceback
         # (a fatal signal's faulthandler dump and a raised traceback still show where it entered)
-        f.call_site = collective_call_site(dumped) if dumped else None
-        if f.call_site is None:
-            f.call_site = collective_call_site([x for x in fr if x.kind == "traceback"])
-        if f.call_site is None:
-            f.call_site = collective_call_site([x for x in fr if x.kind == "faulthandler"])
+        kinds = (dumped, [x for x in fr if x.kind == "traceback"], [x for x in fr if x.kind == "faulthandler"])
+        f.call_site = next((s for s in map(collective_call_site, kinds) if s is not None), None)
     if any(x.kind == "py-spy" for x in fr):
         signals.add("py-spy")
     for x in fr:

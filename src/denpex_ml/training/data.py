@@ -14,6 +14,7 @@ from denpex_ml.errors import InvalidInputError
 from denpex_ml.logs import LogBundle, read_logs
 from denpex_ml.synthetic import HELD_OUT_LAUNCHERS, HELD_OUT_MSG_VERSIONS, make_splits
 from denpex_ml.taxonomy import Taxonomy
+from denpex_ml.training.cache import SplitStore, generator_signature
 
 __all__ = ["Example", "build_data", "data_hash", "incident_bundle", "incident_files"]
 
@@ -74,8 +75,6 @@ def build_data(
     labels = taxonomy.ids
     store = None
     if cache_dir is not None:
-        from denpex_ml.training.cache import SplitStore, generator_signature
-
         store = SplitStore(cache_dir, generator_signature(taxonomy, per_class, seed))
     splits = store.load() if store is not None else None
     if splits is None:
