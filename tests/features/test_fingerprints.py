@@ -918,3 +918,78 @@ def test_jvm_torch7_rocm_oneccl_hccl_ucx_and_mlx_wordings_of_known_failures(line
     roots = {h.entry_id for h in hits if h.role.value == "root-cause"}
     best = max((h for h in hits if h.role.value == "root-cause"), key=lambda h: h.weight)
     assert entry in roots and best.entry_id in (entry, "uncaught-exception-crash"), (roots, best.entry_id)
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "node-a:318:3584 [5] misc/ibvwrap.cc:183 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Cannot allocate memory",
+            "nccl-init-failure",
+        ),
+        (
+            "rdma_endpoint.cpp:1033] [Handshake] Failed to modify QP to RTR ... Connection timed out [110]",
+            "nccl-init-failure",
+        ),
+        (
+            "ValueError: Expected parameter loc (Tensor of shape (128, 10)) of distribution Normal(loc: torch.Size([128, 10]), "
+            "scale: torch.Size([128, 10])) to satisfy the constraint Real(), but found invalid values:",
+            "loss-nan-divergence",
+        ),
+        (
+            "2023-Oct-27 14:18:42.0222 12923:13118 ERROR   ENC:validate_neff_cc_ops                    [nec_dev 0] "
+            "mismatching number of cc ops, expected 3 received 6. Check if ranks 1 and 0 run the same graph",
+            "collective-mismatch",
+        ),
+        ("The user-provided time limit for job execution has been reached:", "no-failure"),
+    ],
+)
+def test_rdma_registration_distribution_constraints_neuron_graphs_and_mpirun_limits(line: str, entry: str) -> None:
+    hits = _hits(line)
+    roots = {h.entry_id for h in hits if h.role.value == "root-cause"}
+    best = max((h for h in hits if h.role.value == "root-cause"), key=lambda h: h.weight)
+    assert best.entry_id == entry, (roots, best.entry_id)
+
+
+@pytest.mark.parametrize(
+    ("text", "entry"),
+    [
+        ("Limit:                 22654317364\nInUse:                 22621908992\nMaxInUse:              22621909760\n", "cuda-oom"),
+        (
+            "Training  [   1250/2500000]  lr: 0.0006 (0.0003)  total_loss: 6.7223 (inf)  koleo_loss: 0.0315 (inf)  time: 1.36",
+            "loss-nan-divergence",
+        ),
+        (
+            '  File "/opt/conda/lib/python3.5/site-packages/torch/serialization.py", line 238, in _save\n'
+            "    serialized_storages[key]._write_file(f, _is_real_file(f))\nRuntimeError: Unknown error -1\n",
+            "storage-io-failure",
+        ),
+        (
+            '  File "/x/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", line 115, in _call_store\n    raise\n',
+            "nccl-init-failure",
+        ),
+    ],
+)
+def test_allocator_stats_running_averages_save_and_rendezvous_frames_are_symptoms(text: str, entry: str) -> None:
+    hits = _hits(text)
+    assert {h.entry_id for h in hits if h.role.value == "symptom"} >= {entry}
+    assert entry not in {h.entry_id for h in hits if h.role.value == "root-cause"}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ">> Train Epoch: [0] [  10/4003] eta: 2:35:33 ArcFace loss: 17.6894 Top1 error: 100.0000 Top5 error: 100.0000",
+        "epoch 3 train_error: 0.2310 val_error: 0.2511",
+        "[W socket.cpp:401] [c10d] The server socket cannot be initialized on [::]:29500 (errno: 97 - Address family not supported by protocol).",
+    ],
+)
+def test_metrics_named_error_and_the_ipv6_fallback_are_no_error_lines(line: str) -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    assert m.is_benign(line) and _entries(m, line) == set()
+
+
+def test_a_metric_word_before_a_real_error_is_not_benign() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    assert not m.is_benign("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert not m.is_benign("ValueError: test error: the file is missing")

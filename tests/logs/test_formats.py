@@ -238,3 +238,11 @@ def test_failure_lines_of_other_stacks_are_kept_from_the_middle_of_a_long_log(li
     bundle = read_logs(text=noise + line + "\n" + noise)
     kept = [ln for ln in bundle.iter_lines() if ln.text == line]
     assert kept and kept[0].salient
+
+
+def test_a_torchrun_rank_inside_an_srun_task_label_is_the_global_rank() -> None:
+    # srun -l labels each task (here one task per node running torchrun): "N: [rankM]: ..."
+    b = read_logs(text="1: [rank31]: RuntimeError: boom\n1: [rank30]: waiting\n0: [rank0]: ok\n0: plain task line\n")
+    assert sorted(k for k in b.streams if isinstance(k, int)) == [0, 30, 31]
+    assert [ln.text for ln in b.streams[31].lines] == ["RuntimeError: boom"]
+    assert [ln.text for ln in b.streams[0].lines] == ["ok", "plain task line"]

@@ -284,3 +284,13 @@ def test_torchelastic_names_the_failed_worker_in_its_newer_words() -> None:
     )
     v = verdict(text, "host-oom")
     assert v.rank == 3 and "launcher" in v.reason
+
+
+def test_megatron_numerics_check_names_its_rank() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "megatron/core/optimizer/clip_grads.py", line 90, in clip_grad_norm_fp32\n'
+        "AssertionError: Rank 3: found NaN in local grad norm in backwards pass. Device: 3, node: node-a\n"
+    )
+    v = verdict(text, "loss-nan-divergence")
+    assert v.rank == 3

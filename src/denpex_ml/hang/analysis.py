@@ -310,6 +310,10 @@ def _cross_rank(
     }
     if structure.watchdog_ranks:
         signals.add("hang")
+    if not structure.exception_ranks and any(f.stack_dumped for f in scan.facts.values()):
+        # someone dumped the stacks of a live process and nothing raised: it was stuck (where,
+        # and whether inside a collective, the frames tell)
+        signals.add("hang")
     if never:
         signals.add("never-entered")
     if silent:

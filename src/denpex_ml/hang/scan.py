@@ -127,6 +127,7 @@ class RankFacts:
     enqueued: tuple[int, int] | None = None
     dump_role: str | None = None
     timed_out: bool = False
+    stack_dumped: bool = False  # a stack dump taken while the process was alive (py-spy, faulthandler on demand)
 
 
 @dataclass(frozen=True)
@@ -311,6 +312,7 @@ def _read_stacks(
     """What one stream's stack frames say: where the rank is parked, and the signals they show."""
     signals.add("frames")
     dumped = live_stacks(fr, interrupted=interrupted, fatal=fatal)
+    f.stack_dumped = f.stack_dumped or any(x.kind != "traceback" for x in dumped)
     if dumped:
         waits_in = collective_call(dumped)
         if waits_in is not None:

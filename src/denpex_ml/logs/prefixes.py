@@ -257,7 +257,11 @@ def parse_prefixes(line: str) -> Prefix | None:
             result = Prefix(
                 format=result.format,
                 rest=found.rest,
-                rank=result.rank if result.rank is not None else found.rank,
+                # srun's "N: " labels a task (often one per node running torchrun); a torchrun
+                # "[rankM]:" inside it is the global rank
+                rank=found.rank
+                if found.rank is not None and (result.rank is None or (result.format == "srun" and found.format == "torchrun"))
+                else result.rank,
                 host=result.host or found.host,
                 pid=result.pid or found.pid,
                 local_rank=result.local_rank if result.local_rank is not None else found.local_rank,

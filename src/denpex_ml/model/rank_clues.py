@@ -13,7 +13,8 @@ in the words of the messages themselves:
   ``mpirun noticed that process rank 2 with PID … exited on signal 9`` (a world rank, on any
   number of hosts);
 * the error names its own rank: DDP's ``did not receive grad for rank 3``, ``[Rank 5]
-  Watchdog caught …`` quoted inside a message, ``rank = 7`` in a DeepEP/NCCL check.
+  Watchdog caught …`` quoted inside a message, ``rank = 7`` in a DeepEP/NCCL check, Megatron's
+  ``Rank 3: found NaN in local grad norm``.
 
 A launcher names a *local* rank; it is taken as the global rank only when the job shows a
 single host (the usual case of a pasted excerpt). Each clue is one piece of evidence for
@@ -56,6 +57,8 @@ _NAMED = re.compile(
     r"\b(?:for|on) rank (?P<a>\d+)\b"
     r"|\[Rank (?P<b>\d+)\]"
     r"|\brank\s*=\s*(?P<c>\d+)\b"
+    # Megatron's numerics check: "Rank 3: found NaN in local grad norm in backwards pass"
+    r"|\bRank (?P<d>\d+): found (?:NaN|Inf|nan|inf)\b"
 )
 
 
