@@ -343,6 +343,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "ranks that only wrote no Flight Recorder dump outrank where the program diverged",
     ),
     Mutant(
+        "hang-odd-value-quorum-two",
+        "src/denpex_ml/hang/scan.py",
+        "_ODD_VALUE_QUORUM = 3\n",
+        "_ODD_VALUE_QUORUM = 1\n",
+        ("tests/hang/test_analysis.py",),
+        "a rank is called odd when as few as one other rank agrees (two against two, or three ranks)",
+    ),
+    Mutant(
+        "hang-live-stack-beside-exception",
+        "src/denpex_ml/hang/analysis.py",
+        "    if not structure.exception_ranks and any(f.stack_dumped for f in scan.facts.values()):",
+        "    if any(f.stack_dumped for f in scan.facts.values()):",
+        ("tests/hang/test_analysis.py",),
+        "a live stack dump beside a raised exception is taken for a hang",
+    ),
+    Mutant(
         "training-split-cache-ignores-taxonomy",
         "src/denpex_ml/training/cache.py",
         "    h.update(taxonomy.to_json().encode())\n",

@@ -282,7 +282,11 @@ def test_a_stack_dump_of_a_rank_inside_a_collective_is_a_hang() -> None:
     # the same stacks printed by a crash, or of an exception raised there, are no hang
     assert not _report("Fatal Python error: Segmentation fault\n\n" + FAULTHANDLER).is_hang
     assert not _report(INTERRUPTED.replace("KeyboardInterrupt", "RuntimeError: bad argument")).is_hang
-    assert not _report(PY_SPY.replace("all_gather_object", "forward")).is_hang
+    # a live dump outside any collective: someone dumped the stacks of a stuck (busy) process,
+    # and nothing raised - still a hang; beside an exception it is the crash's, no hang
+    busy = PY_SPY.replace("all_gather_object", "forward")
+    assert _report(busy).is_hang
+    assert not _report(busy + "RuntimeError: CUDA error: an illegal memory access was encountered\n").is_hang
 
 
 def test_monitored_barrier_blaming_the_rank_it_waited_for() -> None:
@@ -411,3 +415,36 @@ def test_the_rank_whose_loop_ended_while_the_others_wait_in_a_step_is_the_suspec
     two_waiting = "".join(_timed_out(r, "all_reduce", "train_step") for r in (0, 1))
     two_ended = "".join(f"[rank{r}]: Training completed\n" for r in (2, 3))
     assert not any("loop ended" in r for r in _report(two_waiting + two_ended).reasons)
+
+
+def _ranked(lines_by_rank: dict[int, list[str]]) -> str:
+    return "".join(f"[rank{r}]: {t}\n" for r, ts in lines_by_rank.items() for t in ts)
+
+
+def test_odd_values_name_the_rank_whose_printed_setup_differs_from_all_the_others() -> None:
+    from denpex_ml.hang.scan import odd_values
+    from denpex_ml.logs import read_logs
+
+    text = _ranked(
+        {
+            r: [f"rank {r}: building model with hidden={24 if r == 1 else 16}", f"pid {4000 + r} loss {0.5 + r / 10:.2f}"]
+            for r in range(4)
+        }
+    )
+    b = read_logs(text=text)
+    odd = odd_values(b, (0, 1, 2, 3))
+    assert list(odd) == [1] and "hidden=24" in odd[1] and "16" in odd[1]
+    # values that differ on every rank (pids, losses, the rank itself) single out nobody
+    assert odd_values(read_logs(text=_ranked({r: [f"pid {4000 + r} step 7"] for r in range(4)})), (0, 1, 2, 3)) == {}
+    # three ranks are too few to call one of them odd; two against two is no majority
+    assert odd_values(read_logs(text=_ranked({r: [f"hidden={24 if r == 1 else 16}"] for r in range(3)})), (0, 1, 2)) == {}
+    two_two = read_logs(text=_ranked({r: [f"microbatches={2 if r % 2 else 3}"] for r in range(4)}))
+    assert odd_values(two_two, (0, 1, 2, 3)) == {}
+
+
+def test_odd_values_ignore_frames_and_collective_reports_other_rules_read() -> None:
+    from denpex_ml.hang.scan import odd_values
+    from denpex_ml.logs import read_logs
+
+    text = _ranked({r: [f'  File "/w/train.py", line {12 if r == 2 else 10}, in step'] for r in range(4)})
+    assert odd_values(read_logs(text=text), (0, 1, 2, 3)) == {}

@@ -23,8 +23,6 @@ JOBS = sorted(p.name for p in (REPO / "data" / "reproduced" / "jobs").iterdir() 
 #: reproductions the shipped model still gets wrong (label or first rank), kept in view: strict
 #: xfail, so a model that gets one right turns the test red until the entry is removed here
 KNOWN_MISSES = {
-    "repro-fsdp-divergent-init": "the class is right; gloo's size check fires on the receiving rank (2), "
-    "the rank built with other parameters (1) only times out",
     "repro-p2p-microbatch-count": "the class is right; the unmatched send is blamed on the receiving stage",
 }
 #: gloo reports a size mismatch on the rank that *received* the odd message (rank 1 here);

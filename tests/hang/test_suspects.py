@@ -229,3 +229,17 @@ def test_ranks_without_a_dump_are_weaker_than_where_the_program_diverged() -> No
     # with nothing else, the missing dumps still name their ranks
     alone = HangFacts(ranks=(0, 1, 2, 3), flight_recorder_blamed=(0, 2), flight_recorder_kind="missing-dump")
     assert rank_suspects(alone).ranks == (0, 2)
+
+
+def test_the_rank_that_printed_another_value_than_all_the_others_is_a_suspect_below_the_call_site() -> None:
+    odd = {1: "'rank 1: building model with hidden=24' (24 where the others print 16)"}
+    s = rank_suspects(HangFacts(ranks=(0, 1, 2, 3), odd_values=odd))
+    assert s.ranks == (1,) and "hidden=24" in s.reasons[0]
+    # where the program entered its collective is stronger evidence than what it printed
+    sites = {0: "train.py:10", 1: "train.py:10", 2: "train.py:10", 3: "train.py:12"}
+    assert rank_suspects(HangFacts(ranks=(0, 1, 2, 3), odd_values=odd, call_sites=sites)).ranks == (3,)
+    # ... and it is stronger than ranks that only wrote no Flight Recorder dump
+    missing = HangFacts(
+        ranks=(0, 1, 2, 3), odd_values=odd, flight_recorder_blamed=(0, 2), flight_recorder_kind="missing-dump"
+    )
+    assert rank_suspects(missing).ranks == (1,)

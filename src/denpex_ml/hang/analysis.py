@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from denpex_ml.errors import TaxonomyError
 from denpex_ml.features.structure import CollectiveState, StructureFeatures
 from denpex_ml.hang.frames import exchanges_p2p, gathers_sharded_params
 from denpex_ml.hang.phase import PHASES, Phase, phase_of
-from denpex_ml.hang.scan import StreamScan, scan_streams
+from denpex_ml.hang.scan import StreamScan, odd_values, scan_streams
 from denpex_ml.hang.suspects import PARAM_GATHER_OPS, HangFacts, rank_suspects
 from denpex_ml.logs.bundle import LogBundle
 
@@ -246,7 +246,10 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
     side = _cross_rank(bundle, structure, scan, flight_recorder)
     recent = {k: [ln.text for ln in bundle.streams[k].lines[-12:]] for k in side.ranks}  # last activity
     phases = {k: phase_of(scan.facts[k].frames, recent[k]) for k in side.ranks}
-    found = rank_suspects(_hang_facts(scan, side, phases, flight_recorder))
+    facts = _hang_facts(scan, side, phases, flight_recorder)
+    if "hang" in side.signals or "hang" in scan.signals:
+        facts = replace(facts, odd_values=odd_values(bundle, side.ranks))
+    found = rank_suspects(facts)
     global_recent = [ln.text for ln in bundle.global_stream.lines[-12:]] if bundle.global_stream else []
     g_phase = phase_of(scan.global_frames, global_recent)
     signals = {*scan.signals, *side.signals, *found.signals}

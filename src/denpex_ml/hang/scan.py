@@ -12,6 +12,7 @@ streams side by side.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from denpex_ml.hang.frames import (
@@ -25,7 +26,7 @@ from denpex_ml.hang.frames import (
 from denpex_ml.logs.bundle import LogBundle, StreamKey
 from denpex_ml.logs.patterns import AsciiScreen
 
-__all__ = ["RankFacts", "StreamScan", "scan_streams"]
+__all__ = ["RankFacts", "StreamScan", "odd_values", "scan_streams"]
 
 _PG = re.compile(r"\[PG (?:ID )?(\d+) (?:PG GUID (\S+?) ?)?\(?(\w*)\)? ?Rank (\d+)\]|\[PG (\d+) Rank (\d+)\]")
 _ENQUEUED = re.compile(
@@ -336,3 +337,50 @@ def _read_stacks(
         for name, rx in _CONTEXT.items():
             if name not in signals and rx.search(x.file + " " + x.function):
                 signals.add(name)
+
+
+# ---- what one rank printed differently from all the others
+
+#: an integer standing alone (not part of a word, a decimal or a dotted version)
+_INT = re.compile(r"(?<![\w.])\d+(?![\w.]|\.\d)")
+#: lines whose numbers are positions or counters of the machinery, read by other rules (frames,
+#: NCCL traces, watchdog reports) or vary on their own (progress bars)
+_NOT_PROGRAM_LINE = re.compile(r'File "|\.py:\d|NCCL|Watchdog|WorkNCCL|SeqNum|\d{1,3}%\s*\||\d+/\d+ \[')
+#: the lines read per rank: what a program prints about its own set-up comes first
+_ODD_VALUE_LINES = 64
+#: ranks that must agree on a value before the one that differs counts as odd
+_ODD_VALUE_QUORUM = 3
+
+
+def odd_values(bundle: LogBundle, ranks: tuple[int, ...]) -> dict[int, str]:
+    """Ranks that printed, in a line every rank printed, a number all the other ranks agree on
+    differently (``rank 1: building model with hidden=24`` where three ranks say 16,
+    ``rank 3: 25 batches`` where the others say 26): a configuration or data split only that
+    rank had. At least :data:`_ODD_VALUE_QUORUM` ranks must agree; per odd rank, the first such
+    line, its value and the others'."""
+    if len(ranks) <= _ODD_VALUE_QUORUM:
+        return {}
+    per: dict[str, dict[int, tuple[str, ...]]] = {}
+    texts: dict[tuple[str, int], str] = {}
+    for k in ranks:
+        seen: set[str] = set()
+        for ln in bundle.streams[k].lines[:_ODD_VALUE_LINES]:
+            text = ln.text
+            if not any(c.isdigit() for c in text) or _NOT_PROGRAM_LINE.search(text):
+                continue
+            values = tuple(_INT.findall(text))
+            tpl = _INT.sub("<n>", text)
+            if values and tpl not in seen:
+                seen.add(tpl)
+                per.setdefault(tpl, {})[k] = values
+                texts[tpl, k] = text.strip()
+    odd: dict[int, str] = {}
+    for tpl, by_rank in per.items():
+        if len(by_rank) != len(ranks):
+            continue
+        for i in range(len(next(iter(by_rank.values())))):
+            counts = Counter(v[i] for v in by_rank.values()).most_common()
+            if len(counts) == 2 and counts[1][1] == 1 and counts[0][1] >= _ODD_VALUE_QUORUM:
+                rank = next(k for k, v in by_rank.items() if v[i] == counts[1][0])
+                odd.setdefault(rank, f"'{texts[tpl, rank][:160]}' ({counts[1][0]} where the others print {counts[0][0]})")
+    return odd

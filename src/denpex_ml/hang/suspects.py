@@ -20,9 +20,12 @@ names any rank decides, and its reason goes with it:
 10. **call site**: with stacks or tracebacks of at least three ranks, the ranks whose program
     entered its collective from another line than most (an extra forward, a branch one rank
     took alone), when at most half;
-11. **missing dumps**: the ranks that wrote no Flight Recorder dump while others did (a rank
+11. **odd value**: with at least four ranks, the rank that printed, in a line every rank printed,
+    a number all the others agree on differently (its model's size, its count of batches: it was
+    set up or given work differently), when at most half;
+12. **missing dumps**: the ranks that wrote no Flight Recorder dump while others did (a rank
     that aborted writes none, so this is weaker than what the dumps' entries show);
-12. **silent**: ranks that printed no timeout while the others timed out, when at most half.
+13. **silent**: ranks that printed no timeout while the others timed out, when at most half.
 
 When no rule names a rank and exactly one rank says its own watchdog fired first, that is
 given as the reason (without a suspect). At most :data:`MAX_SUSPECTS` ranks are named.
@@ -68,6 +71,7 @@ class HangFacts:
     collective_ranks: int = 0  #: how many ranks reported their collective
     parked_at: Mapping[int, str] = field(default_factory=dict)  #: stack dump's collective call ("" outside any)
     call_sites: Mapping[int, str] = field(default_factory=dict)  #: file:line where the program entered its collective
+    odd_values: Mapping[int, str] = field(default_factory=dict)  #: ranks that printed a value all others agree on differently
     silent: tuple[int, ...] = ()  #: ranks with lines but no timeout while the others timed out
     dump_firsts: tuple[int, ...] = ()  #: ranks whose own watchdog fired first (Flight Recorder dump signal)
 
@@ -187,6 +191,15 @@ def _call_site(f: HangFacts) -> Suspects | None:
     return None
 
 
+def _odd_value(f: HangFacts) -> Suspects | None:
+    # the program's own account of itself: one rank printed a number (a model size, its count of
+    # batches) that every other rank printed alike - it set up or split its work differently
+    if not f.odd_values or len(f.odd_values) > max(1, len(f.ranks) // 2):
+        return None
+    first = f.odd_values[min(f.odd_values)]
+    return Suspects(tuple(sorted(f.odd_values)), (f"it printed a value the others print alike differently: {first}",))
+
+
 def _silent(f: HangFacts) -> Suspects | None:
     if f.silent and len(f.silent) <= max(1, len(f.ranks) // 2):
         reason = "printed no timeout while the others timed out (busy elsewhere or stuck)"
@@ -206,6 +219,7 @@ RULES: tuple[Callable[[HangFacts], Suspects | None], ...] = (
     _odd_collective,
     _stack_dump,
     _call_site,
+    _odd_value,
     _missing_dumps,
     _silent,
 )
