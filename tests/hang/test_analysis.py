@@ -448,3 +448,21 @@ def test_odd_values_ignore_frames_and_collective_reports_other_rules_read() -> N
 
     text = _ranked({r: [f'  File "/w/train.py", line {12 if r == 2 else 10}, in step'] for r in range(4)})
     assert odd_values(read_logs(text=text), (0, 1, 2, 3)) == {}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[Error]: In the specified timeout waiting event, all tasks in the specified stream are not completed.",
+        "EE9999: rtStreamSynchronizeWithTimeout execution failed, reason=task timeout",
+        "E tensorflow/core/common_runtime/base_collective_executor.cc:249] BaseCollectiveExecutor::StartAbort INTERNAL: "
+        "Collective instance 223 expected 8 elements but got 6",
+        "HYBRID-EP ALLGATHER TIMEOUT:SM 13 [0]:expecting 5792 got 5791",
+        "MPI_Waitany, MPI error 782: Message truncated, error stack:",
+        "ERROR   ENC:validate_neff_cc_ops  [nec_dev 0] mismatching number of cc ops, expected 3 received 6.",
+    ],
+)
+def test_other_stacks_words_for_a_timed_out_or_disagreeing_collective_are_a_hang(line: str) -> None:
+    assert _report(line + "\n").is_hang
+    # the same stacks' ordinary errors are not
+    assert not _report("[Error]: The model file could not be read.\n").is_hang

@@ -74,6 +74,15 @@ _DIVERGED = re.compile(
 _OTHER_HANG = re.compile(
     r"DeepEP (?:dispatch|combine)\b.*\btimeout|DeepEP timeout check failed|DeepEP error: timeout|WorkNCCL::checkTimeout"
 )
+#: other stacks' words for a collective or device wait that timed out, or ranks whose collectives
+#: disagree: Ascend's stream and AI-core timeouts, TensorFlow's collective executor, HybridEP's
+#: timeouts, MPI's truncated message, AWS Neuron's replica groups with different collective ops
+_OTHER_STACK_HANG = re.compile(
+    r"In the specified timeout waiting event|rtStreamSynchronizeWithTimeout|Vector core execution timed out|"
+    r"BaseCollectiveExecutor::StartAbort|Collective instance \d+ expected|HYBRID-EP \w+ TIMEOUT|"
+    r"MPI_ERR_TRUNCATE|MPI error \d+: Message truncated|mismatching number of cc ops"
+)
+_OTHER_STACK_HINTS = ("imeout", "timed out", "Collective", "TIMEOUT", "truncat", "TRUNCATE", "cc ops")
 #: Horovod's stall inspector lists, after "Missing ranks:" / "Stalled ranks:", one line per rank with
 #: the tensors that rank has not submitted (``3: [allreduce.noname.12, broadcast.w_0]``)
 #: (a launcher-prefix reader files such a line under rank N, as ``[allreduce.noname.12, …]``)
@@ -265,6 +274,8 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                 "isagreement" in text or "same model" in text or "Collective ops" in text or "all_gather_list" in text
             ) and (_DIVERGED.search(text)):
                 signals.update(("rank-divergence", "hang"))
+            if any(h in text for h in _OTHER_STACK_HINTS) and _OTHER_STACK_HANG.search(text):
+                signals.add("hang")
             if ("DeepEP" in text or "checkTimeout" in text) and _OTHER_HANG.search(text):
                 signals.add("hang")
                 if "DeepEP" in text:
