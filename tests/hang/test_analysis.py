@@ -466,3 +466,29 @@ def test_other_stacks_words_for_a_timed_out_or_disagreeing_collective_are_a_hang
     assert _report(line + "\n").is_hang
     # the same stacks' ordinary errors are not
     assert not _report("[Error]: The model file could not be read.\n").is_hang
+
+
+def test_odd_values_ignore_clock_times_and_read_logger_lines() -> None:
+    from denpex_ml.hang.scan import odd_values
+    from denpex_ml.logs import read_logs
+
+    # one rank's log line a second later is no divergence; a logger's file:line prefix is no frame
+    lines = {
+        r: [
+            f"2024-05-01 11:42:0{8 if r == 3 else 7},013 - INFO - train.py:88 - world_size=4 rank={r} "
+            f"hidden={24 if r == 2 else 16}"
+        ]
+        for r in range(4)
+    }
+    odd = odd_values(read_logs(text=_ranked(lines)), (0, 1, 2, 3))
+    assert list(odd) == [2] and "hidden=24" in odd[2]
+
+
+def test_odd_values_are_not_read_beyond_sixty_four_ranks() -> None:
+    from denpex_ml.hang.scan import odd_values
+    from denpex_ml.logs import read_logs
+
+    lines = {r: [f"rank {r}: hidden={24 if r == 5 else 16}"] for r in range(65)}
+    b = read_logs(text=_ranked(lines))
+    assert odd_values(b, tuple(range(65))) == {}
+    assert list(odd_values(b, tuple(range(64)))) == [5]

@@ -352,24 +352,31 @@ def _read_stacks(
 
 # ---- what one rank printed differently from all the others
 
-#: an integer standing alone (not part of a word, a decimal or a dotted version)
-_INT = re.compile(r"(?<![\w.])\d+(?![\w.]|\.\d)")
+#: an integer standing alone (not part of a word, a decimal or a dotted version), captured so
+#: that ``split`` gives the text around the numbers and the numbers in one pass
+_INT = re.compile(r"(?<![\w.])(\d+)(?![\w.]|\.\d)")
 #: lines whose numbers are positions or counters of the machinery, read by other rules (frames,
 #: NCCL traces, watchdog reports) or vary on their own (progress bars)
-_NOT_PROGRAM_LINE = re.compile(r'File "|\.py:\d|NCCL|Watchdog|WorkNCCL|SeqNum|\d{1,3}%\s*\||\d+/\d+ \[')
+#: (read on a line's template, its numbers replaced by ``<n>``)
+_NOT_PROGRAM_LINE = re.compile(r'File "|\(\S+\.py:<n>\)\s*$|NCCL|Watchdog|WorkNCCL|SeqNum|<n>%\s*\||<n>/<n> \[')
+#: dates, clock times and dotted versions (three or more numbers joined): not values a rank chose
+_CLOCK = re.compile(r"\d+(?:[-/:.,]\d+){2,}")
 #: the lines read per rank: what a program prints about its own set-up comes first
-_ODD_VALUE_LINES = 64
+_ODD_VALUE_LINES = 32
 #: ranks that must agree on a value before the one that differs counts as odd
 _ODD_VALUE_QUORUM = 3
+#: beyond this many ranks the rule is not run (its per-line cost, ~10 us, would grow with the job;
+#: the stronger rules read collectives, stacks and dumps at any size)
+_ODD_VALUE_MAX_RANKS = 64
 
 
 def odd_values(bundle: LogBundle, ranks: tuple[int, ...]) -> dict[int, str]:
     """Ranks that printed, in a line every rank printed, a number all the other ranks agree on
     differently (``rank 1: building model with hidden=24`` where three ranks say 16,
     ``rank 3: 25 batches`` where the others say 26): a configuration or data split only that
-    rank had. At least :data:`_ODD_VALUE_QUORUM` ranks must agree; per odd rank, the first such
-    line, its value and the others'."""
-    if len(ranks) <= _ODD_VALUE_QUORUM:
+    rank had. At least :data:`_ODD_VALUE_QUORUM` ranks must agree, and the job has at most
+    :data:`_ODD_VALUE_MAX_RANKS` ranks; per odd rank, the first such line, its value and the others'."""
+    if not _ODD_VALUE_QUORUM < len(ranks) <= _ODD_VALUE_MAX_RANKS:
         return {}
     per: dict[str, dict[int, tuple[str, ...]]] = {}
     texts: dict[tuple[str, int], str] = {}
@@ -377,14 +384,15 @@ def odd_values(bundle: LogBundle, ranks: tuple[int, ...]) -> dict[int, str]:
         seen: set[str] = set()
         for ln in bundle.streams[k].lines[:_ODD_VALUE_LINES]:
             text = ln.text
-            if not any(c.isdigit() for c in text) or _NOT_PROGRAM_LINE.search(text):
+            parts = _INT.split(_CLOCK.sub("<t>", text) if ":" in text or "-" in text else text)
+            if len(parts) == 1:
                 continue
-            values = tuple(_INT.findall(text))
-            tpl = _INT.sub("<n>", text)
-            if values and tpl not in seen:
-                seen.add(tpl)
-                per.setdefault(tpl, {})[k] = values
-                texts[tpl, k] = text.strip()
+            tpl = "<n>".join(parts[0::2])
+            if tpl in seen or _NOT_PROGRAM_LINE.search(tpl):
+                continue
+            seen.add(tpl)
+            per.setdefault(tpl, {})[k] = tuple(parts[1::2])
+            texts[tpl, k] = text.strip()
     odd: dict[int, str] = {}
     for tpl, by_rank in per.items():
         if len(by_rank) != len(ranks):
