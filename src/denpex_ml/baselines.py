@@ -47,7 +47,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 
-from denpex_ml.features.fingerprints import FingerprintMatcher
+from denpex_ml.features.fingerprints import FingerprintHit, FingerprintMatcher
+from denpex_ml.features.same_gpu import same_gpu_hits
 from denpex_ml.logs import LogBundle
 
 __all__ = [
@@ -75,7 +76,11 @@ class RuleBaseline:
         self.labels = matcher.labels
 
     def scores(self, bundles: Sequence[LogBundle]) -> np.ndarray:
-        return np.stack([self.matcher.rule_scores(self.matcher.scan(b.iter_lines())) for b in bundles])
+        return np.stack([self.matcher.rule_scores(self._hits(b)) for b in bundles])
+
+    def _hits(self, bundle: LogBundle) -> list[FingerprintHit]:
+        lines = list(bundle.iter_lines())
+        return [*self.matcher.scan(lines), *same_gpu_hits(lines)]  # the line rules and the cross-line one
 
     def predict_proba(self, bundles: Sequence[LogBundle]) -> np.ndarray:
         """Scores normalised to sum to one (all-zero rows stay zero: no evidence)."""

@@ -993,3 +993,45 @@ def test_a_metric_word_before_a_real_error_is_not_benign() -> None:
     m = FingerprintMatcher(load_taxonomy())
     assert not m.is_benign("RuntimeError: CUDA error: an illegal memory access was encountered")
     assert not m.is_benign("ValueError: test error: the file is missing")
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("Net : Connect to 10.0.0.1<33323> failed : Connection refused", "nccl-init-failure"),
+        ("Ctran.cc:181] Ctran initialization failed", "nccl-init-failure"),
+        (
+            "2025:02:17-17:20:51:( 2399) |CCL_ERROR| internal_kvs.cpp:289 fill_local_host_ip: can't find interface  to get host IP",
+            "nccl-init-failure",
+        ),
+        ("[node-a:17626:0:17626]       ud_ep.c:270  Fatal: UD endpoint 0x2345930 to <no debug data>: unhandled timeout error", "nccl-init-failure"),
+        ("E0410 21:04:57.403257842   30715 f758.cc:310]                no server name supplied in dns URI", "nccl-init-failure"),
+        ("Illegal instruction (core dumped)", "unknown"),
+        ("THCudaCheck FAIL file=torch/csrc/cuda/Module.cpp line=34 error=10 : invalid device ordinal", "uncaught-exception-crash"),
+        ("free(): corrupted unsorted chunks", "segfault-native-crash"),
+        ("*** SIGSEGV received at time=1775734074 on cpu 19 ***", "segfault-native-crash"),
+        ('Error: container create failed: runc create failed: container init was OOM-killed (memory limit too low?)', "host-oom"),
+        ("CUDA error (/__w/xformers/xformers/third_party/flash-attention/hopper/flash_fwd_launch_template.h:188): invalid argument", "cuda-driver-mismatch"),
+        ("nvidia-docker | 2017/12/20 13:08:46 Error: unsupported CUDA version: driver 8.0 < image 9.0.176", "cuda-driver-mismatch"),
+        ("RuntimeError: grad_scale is too small, exiting: 2.3283064365386963e-10", "loss-nan-divergence"),
+        ("INFO:mi-test:loss_disc=nan, loss_gen=nan, loss_fm=nan, loss_mel=23.440, loss_kl=9.000", "loss-nan-divergence"),
+        ("OSError: [Errno 70] Communication error on send: 'cache/json/default/0.0.0/x.incomplete'", "storage-io-failure"),
+        ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:", "missing-module"),
+    ],
+)
+def test_ctran_oneccl_ucx_grpc_sigill_device_ordinals_heap_and_kernel_builds(line: str, entry: str) -> None:
+    hits = _hits(line)
+    roots = {h.entry_id for h in hits if h.role.value == "root-cause"}
+    best = max((h for h in hits if h.role.value == "root-cause"), key=lambda h: h.weight)
+    assert best.entry_id == entry, (roots, best.entry_id)
+
+
+def test_an_invalid_device_ordinal_is_only_a_symptom_of_two_ranks_on_one_gpu() -> None:
+    hits = _hits("RuntimeError: CUDA error: invalid device ordinal")
+    assert {h.entry_id for h in hits if h.role.value == "symptom"} >= {"duplicate-gpu-assignment"}
+    assert "duplicate-gpu-assignment" not in {h.entry_id for h in hits if h.role.value == "root-cause"}
+
+
+def test_the_nccl_tests_results_header_is_context_of_a_healthy_run() -> None:
+    hits = _hits("#       size         count    type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong")
+    assert {(h.entry_id, h.role.value) for h in hits} == {("no-failure", "context")}

@@ -14,6 +14,7 @@ import numpy as np
 from denpex_ml.embedding import Encoder
 from denpex_ml.features.fingerprints import FingerprintHit, FingerprintMatcher
 from denpex_ml.features.recovery import drop_recovered
+from denpex_ml.features.same_gpu import same_gpu_hits
 from denpex_ml.features.select import SelectedLine, is_error_line, select_lines
 from denpex_ml.features.structure import FEATURE_NAMES, StructureFeatures, analyse_structure
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, HangReport, analyse_hang
@@ -82,6 +83,7 @@ class Featurizer:
     def analyse(self, bundle: LogBundle) -> JobAnalysis:
         lines = list(bundle.iter_lines())
         hits = drop_recovered(self.matcher.scan(lines), lines)  # a flap that came back is not the cause
+        hits += same_gpu_hits(lines)  # two processes on one GPU: NCCL's communicator lines side by side
         selected = select_lines(bundle, hits, max_lines=self.max_lines, benign=self.matcher.is_benign)
         structure = analyse_structure(bundle)
         hang = analyse_hang(bundle, structure, flight_recorder=_flight_recorder(bundle))
