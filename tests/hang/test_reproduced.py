@@ -23,7 +23,8 @@ JOBS = sorted(p.name for p in (REPO / "data" / "reproduced" / "jobs").iterdir() 
 #: reproductions the shipped model still gets wrong (label or first rank), kept in view: strict
 #: xfail, so a model that gets one right turns the test red until the entry is removed here
 KNOWN_MISSES = {
-    "repro-p2p-microbatch-count": "the class is right; the unmatched send is blamed on the receiving stage",
+    "repro-p2p-microbatch-count": "the class is right; both sending stages (ranks 0 and 2) time out at the same "
+    "moment and the launcher names 2, the record 0",
 }
 #: gloo reports a size mismatch on the rank that *received* the odd message (rank 1 here);
 #: the rank whose code diverged (2) prints nothing of its own, so the log cannot name it.
