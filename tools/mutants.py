@@ -359,6 +359,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "a live stack dump beside a raised exception is taken for a hang",
     ),
     Mutant(
+        "same-gpu-ignores-pid",
+        "src/denpex_ml/features/same_gpu.py",
+        '        pid = first.setdefault(key, m.group("pid"))',
+        '        pid = first.setdefault(key, "")',
+        ("tests/features/test_same_gpu.py",),
+        "one process's several communicators on one GPU are taken for two ranks on it",
+    ),
+    Mutant(
+        "hang-odd-value-clock-times",
+        "src/denpex_ml/hang/scan.py",
+        '            parts = _INT.split(_CLOCK.sub("<t>", text) if ":" in text or "-" in text else text)',
+        "            parts = _INT.split(text)",
+        ("tests/hang/test_analysis.py",),
+        "a rank whose log line is a second later is called odd",
+    ),
+    Mutant(
         "training-split-cache-ignores-taxonomy",
         "src/denpex_ml/training/cache.py",
         "    h.update(taxonomy.to_json().encode())\n",
