@@ -294,3 +294,12 @@ def test_megatron_numerics_check_names_its_rank() -> None:
     )
     v = verdict(text, "loss-nan-divergence")
     assert v.rank == 3
+
+
+def test_xla_names_the_replica_whose_execution_failed() -> None:
+    text = (
+        "E1120 10:59:55.894873   35984 pjrt_stream_executor_client.cc:3067] Execution of replica 1 failed: INTERNAL: "
+        "Failed to retrieve branch_index value on stream 0x5583cca477e0: CUDA error: an illegal memory access was encountered\n"
+    )
+    v = verdict(text, "cuda-illegal-memory-access")
+    assert v.rank == 1 and "replica" in v.reason

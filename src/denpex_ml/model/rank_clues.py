@@ -8,7 +8,8 @@ in the words of the messages themselves:
   local_rank: 3 (pid: …)`` and ``local_rank 3 FAILED with no error file``, ``mp.spawn``'s
   ``-- Process 1 terminated with the following error`` / ``process 1 terminated with signal
   SIGKILL``, DeepSpeed's launcher ``[…, '--local_rank=2', …] exits with return code = 1``,
-  PyTorch/XLA's ``xmp.spawn`` ``Exception in device=TPU:6: …`` (the process's ordinal),
+  PyTorch/XLA's ``xmp.spawn`` ``Exception in device=TPU:6: …`` (the process's ordinal), XLA's
+  PjRt client ``Execution of replica 0 failed: …``,
   Open MPI's ``mpirun`` ``The first process to do so was: Process name: [[18963,1],2]`` or
   ``mpirun noticed that process rank 2 with PID … exited on signal 9`` (a world rank, on any
   number of hosts);
@@ -50,6 +51,9 @@ _MPI_NOTICED = re.compile(
     r"\bmpirun noticed that process rank (?P<a>\d+) with PID \S+ on node \S+ exited on signal"
     r"|\b(?:mpirun|prterun) has exited due to process rank (?P<b>\d+) with PID"
 )
+# XLA's PjRt client naming the replica (device) whose execution failed: the process's device
+# ordinal, taken as the rank only on one host (as a launcher's local rank)
+_XLA_REPLICA = re.compile(r"\bExecution of replica (?P<a>\d+) failed")
 # Slurm's srun reporting one task (its global SLURM_PROCID, i.e. the rank) that failed
 _SRUN_TASK = re.compile(r"^srun: error: \S+: task (?P<a>\d+): (?!Exited with exit code 0\b)[A-Z]")
 # an error message that names the rank it happened on
@@ -93,6 +97,10 @@ def rank_named_in(line: LogLine, bundle: LogBundle) -> RankClue | None:
         m = _LAUNCHER.search(text)
         if m and _single_host(bundle):
             return RankClue(_group(m), "the launcher reports this worker failed", line)
+    if "Execution of replica" in text:
+        m = _XLA_REPLICA.search(text)
+        if m and _single_host(bundle):
+            return RankClue(_group(m), "XLA names the replica whose execution failed", line)
     return _srun_task(line, "srun reports this task failed")
 
 
