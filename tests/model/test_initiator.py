@@ -303,3 +303,21 @@ def test_xla_names_the_replica_whose_execution_failed() -> None:
     )
     v = verdict(text, "cuda-illegal-memory-access")
     assert v.rank == 1 and "replica" in v.reason
+
+
+def test_an_out_of_memory_error_names_its_gpu_as_the_rank_on_one_host() -> None:
+    text = (
+        "RuntimeError: CUDA out of memory. Tried to allocate 1024.00 MiB (GPU 3; 23.65 GiB total capacity; "
+        "19.49 GiB already allocated; 474.00 MiB free; 22.10 GiB reserved in total by PyTorch)\n"
+    )
+    v = verdict(text, "cuda-oom")
+    assert v.rank == 3 and "GPU" in v.reason
+    # on several hosts a device ordinal is no rank
+    two_hosts = "node-a: step 1\nnode-b: step 1\n" + text
+    assert verdict(two_hosts, "cuda-oom").rank != 3
+
+
+def test_lightnings_rank_tag_assigns_the_line_to_its_rank() -> None:
+    text = "[rank: 1] Child process with PID 224779 terminated with code 1. Forcefully terminating all other processes\n"
+    b = read_logs(text=text)
+    assert list(b.streams) == [1]

@@ -60,7 +60,8 @@ _HOST = re.compile("(" + HOST_PREFIX + "): ")
 _NOT_HOST_SUFFIX = ("error", "exception", "warning", "warn", "info", "debug", "note")
 _NCCL_DEBUG = re.compile("(" + NCCL_HOST + r"):(\d+):(\d+) \[(\d+)\] (?=NCCL|[\w/.-]+:\d+ NCCL)")
 _MSG_RANK = re.compile(
-    r"\[(?:Rank|RANK|rank)[ =]?(\d{1,6})\]|\brank (\d{1,6}) nranks \d|\[PG ID \d+ [^\]]{0,80}?\bRank (\d{1,6})\]"
+    # ``[Rank 3]`` (ProcessGroupNCCL), ``[rank: 3]`` (Lightning's rank-tagged logger)
+    r"\[(?:Rank|RANK|rank)(?:[ =]|: )?(\d{1,6})\]|\brank (\d{1,6}) nranks \d|\[PG ID \d+ [^\]]{0,80}?\bRank (\d{1,6})\]"
     # SGLang's "[2025-09-15 14:16:24 TP2] ...": the tensor-parallel rank, when no data- or
     # pipeline-parallel index stands beside it (then the global rank is not in the tag); with the
     # timestamp already split off, the line starts "TP2] "
