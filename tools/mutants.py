@@ -375,6 +375,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "a rank whose log line is a second later is called odd",
     ),
     Mutant(
+        "hang-native-stacks-without-wait-guard",
+        "src/denpex_ml/hang/scan.py",
+        '            if not any(_NATIVE_WAIT_TOP.match(t) for t in frame_lines if "#0 " in t):',
+        "            if False:",
+        ("tests/hang/test_analysis.py",),
+        "a core dump's native stacks (top frame the crash site) are read as a waiting process's",
+    ),
+    Mutant(
         "training-split-cache-ignores-taxonomy",
         "src/denpex_ml/training/cache.py",
         "    h.update(taxonomy.to_json().encode())\n",

@@ -492,3 +492,28 @@ def test_odd_values_are_not_read_beyond_sixty_four_ranks() -> None:
     b = read_logs(text=_ranked(lines))
     assert odd_values(b, tuple(range(65))) == {}
     assert list(odd_values(b, tuple(range(64)))) == [5]
+
+
+GDB_LIVE = """Thread 2 (Thread 0x7f8791 (LWP 3913159) "python"):
+#0  0x00007f8791658967 in MPIDI_CH3I_Progress () from /usr/lib64/mpich/lib/libmpi.so.12
+#1  0x00007f87916ff592 in MPIR_Wait_impl.isra.0 () from /usr/lib64/mpich/lib/libmpi.so.12
+#2  0x00007f87915e516a in MPIC_Recv () from /usr/lib64/mpich/lib/libmpi.so.12
+#3  0x00007f8791454a5b in PMPI_Bcast_c () from /usr/lib64/mpich/lib/libmpi.so.12
+#4  0x00007f8791b8978b in __pyx_f_6mpi4py_3MPI_PyMPI_bcast_p2p (obj=0x7f88140370) at src/mpi4py/MPI.c:12345
+"""
+
+
+def test_gdbs_native_stacks_of_a_waiting_process_are_a_hang_in_its_collective() -> None:
+    from denpex_ml.hang.frames import collective_call, live_stacks, parse_frames
+
+    frames = parse_frames(GDB_LIVE.splitlines())
+    assert [f.kind for f in frames] == ["native"] * 5 and frames[0].function.startswith("__pyx_f_6mpi4py")
+    assert collective_call(live_stacks(frames, interrupted=False, fatal=False)) == "PMPI_Bcast_c"
+    assert _report(GDB_LIVE).is_hang
+
+
+def test_gdbs_stacks_of_a_crash_are_no_hang() -> None:
+    # a signal handler in the stack, or a top frame that is no wait (a core dump's crash site)
+    assert not _report(GDB_LIVE.replace("#1  0x00007f87916ff592 in MPIR_Wait_impl", "#1  <signal handler called>\n#9  0x1 in MPIR_Wait_impl")).is_hang
+    crash_site = GDB_LIVE.replace("#0  0x00007f8791658967 in MPIDI_CH3I_Progress ()", "#0  scheduleCollTasksToPlan (comm=0xe4b9f840)")
+    assert not _report(crash_site).is_hang

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "NATIVE_WAITING",
     "PARAM_GATHER_CALLS",
     "WAITING_CALLS",
     "Frame",
@@ -35,6 +36,12 @@ _TRACEBACK = re.compile(r'File "([^"]+)", line (\d+),? in ([\w<>.]+)')
 _PYSPY = re.compile(r"^\s*([\w<>.]+) \(([^()\s]+\.py):(\d+)\)\s*$")
 _PYSPY_THREAD = re.compile(r"^\s*Thread (?:0x[0-9a-fA-F]+|\d+) \(")
 _FAULTHANDLER_THREAD = re.compile(r"^\s*(?:Current thread 0x[0-9a-fA-F]+ |Stack )\(most recent call first\)")
+#: a native frame as gdb prints it (``thread apply all bt``): ``#3  0x00007f… in MPIC_Recv () from
+#: /usr/lib64/mpich/lib/libmpi.so.12`` or ``#1  ncclGroupEnd () at src/group.cc:411``
+_NATIVE = re.compile(
+    r"^\s*#(?P<n>\d+)\s+(?:0x[0-9a-fA-F]+ in )?(?P<fn>[\w:~<>,.*&$@\[\]-]+?) ?\(.*?\)"
+    r"(?: at (?P<file>\S+?):(?P<line>\d+)| from (?P<lib>\S+))?\s*$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +51,7 @@ class Frame:
     function: str
     file: str
     line: int
-    kind: str  #: "traceback", "faulthandler" or "py-spy"
+    kind: str  #: "traceback", "faulthandler", "py-spy" or "native" (gdb's backtrace of a C/C++ thread)
 
     def __str__(self) -> str:
         return f"{self.function} ({self.file.rsplit('/', 2)[-1] if '/' in self.file else self.file}:{self.line})"
@@ -87,6 +94,14 @@ def parse_frames(lines: Iterable[str]) -> list[Frame]:
                 out.extend(reversed(spy))
                 spy = []
             spy.append(Frame(m2.group(1), m2.group(2), int(m2.group(3)), "py-spy"))
+            continue
+        m3 = _NATIVE.match(text) if "#" in text else None
+        if m3:
+            if spy and (spy[-1].kind != "native" or m3.group("n") == "0"):  # "#0" starts a thread's stack
+                out.extend(reversed(spy))
+                spy = []
+            where = m3.group("file") or m3.group("lib") or ""
+            spy.append(Frame(m3.group("fn"), where, int(m3.group("line") or 0), "native"))
     out.extend(reversed(spy))
     return out
 
@@ -117,17 +132,30 @@ WAITING_CALLS = frozenset(
 
 
 def live_stacks(frames: Sequence[Frame], *, interrupted: bool, fatal: bool) -> list[Frame]:
-    """The frames of stack dumps taken while the rank was alive and waiting: py-spy; faulthandler,
-    unless a fatal signal made it print; the traceback of a run its user interrupted."""
-    usable = {"py-spy"} | ({"traceback"} if interrupted else set()) | (set() if fatal else {"faulthandler"})
+    """The frames of stack dumps taken while the rank was alive and waiting: py-spy; faulthandler
+    and gdb's native backtraces, unless a fatal signal made them print; the traceback of a run its
+    user interrupted."""
+    usable = {"py-spy"} | ({"traceback"} if interrupted else set()) | (set() if fatal else {"faulthandler", "native"})
     return [f for f in frames if f.kind in usable]
+
+
+#: native calls a thread waits in for its peers, at the libraries' API (not their internals): MPI's
+#: collectives and waits, NCCL's collectives, PyTorch's c10d work objects waiting, gloo's transport waits
+NATIVE_WAITING = re.compile(
+    r"^(?:P?MPI_(?:Allreduce|Allgatherv?|Alltoallv?|Barrier|Bcast|Gatherv?|Reduce\w*|Scatterv?|Recv|Send|Wait\w*)"
+    r"|nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|Send|Recv|GroupEnd)"
+    r"|c10d::\S*(?:Work\w*::(?:wait|synchronize\w*)|barrier)|gloo::\S*::(?:wait\w*|recv|send))"
+)
 
 
 def _innermost_collective(frames: Sequence[Frame]) -> int | None:
     """Index of the innermost collective call of a distributed library among ``frames``."""
     for i in range(len(frames) - 1, -1, -1):
         f = frames[i]
-        if f.function in WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
+        if f.kind == "native":
+            if NATIVE_WAITING.match(f.function):
+                return i
+        elif f.function in WAITING_CALLS and ("distributed" in f.file or "horovod" in f.file or "/comm/" in f.file):
             return i
     return None
 
@@ -139,7 +167,12 @@ def collective_call(frames: Sequence[Frame]) -> str | None:
 
 
 def _library(f: Frame) -> bool:
-    return "site-packages/" in f.file or "dist-packages/" in f.file or f.file.startswith("<frozen")
+    return (
+        f.kind == "native"  # a C/C++ frame is the runtime's, never the line of the program that called it
+        or "site-packages/" in f.file
+        or "dist-packages/" in f.file
+        or f.file.startswith("<frozen")
+    )
 
 
 def collective_caller(frames: Sequence[Frame]) -> str | None:

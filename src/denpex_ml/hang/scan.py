@@ -83,6 +83,13 @@ _OTHER_STACK_HANG = re.compile(
     r"MPI_ERR_TRUNCATE|MPI error \d+: Message truncated|mismatching number of cc ops"
 )
 _OTHER_STACK_HINTS = ("imeout", "timed out", "Collective", "TIMEOUT", "truncat", "TRUNCATE", "cc ops")
+#: the top frame (``#0``) of a native thread that waits: a poll, a futex, a yield, a sleep, a blocking
+#: read or an MPI progress loop
+_NATIVE_WAIT_TOP = re.compile(
+    r"^\s*#0\s+(?:0x[0-9a-fA-F]+ in )?(?:__)?(?:GI_)?(?:__)?(?:poll|ppoll|epoll_wait|epoll_pwait|select|pselect\w*|"
+    r"futex\w*|do_futex_wait\w*|lll_lock_wait\w*|pthread_cond_\w*wait\w*|sched_yield|nanosleep|clock_nanosleep\w*|"
+    r"usleep|sleep|ioctl|syscall|recv\w*|read|accept\w*|MPID\w*[Pp]rogress\w*|\w*progress_wait\w*)\b"
+)
 #: Horovod's stall inspector lists, after "Missing ranks:" / "Stalled ranks:", one line per rank with
 #: the tensors that rank has not submitted (``3: [allreduce.noname.12, broadcast.w_0]``)
 #: (a launcher-prefix reader files such a line under rank N, as ``[allreduce.noname.12, …]``)
@@ -208,9 +215,19 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
             text = line.text
             if "KeyboardInterrupt" in text:
                 interrupted = True
-            elif "Fatal Python error" in text:
-                fatal = True
-            if any(h in text for h in _FRAME_HINT) or text.lstrip().startswith("Thread "):
+            elif (
+                "Fatal Python error" in text
+                or "received signal SIG" in text
+                or "Segmentation fault" in text
+                or "<signal handler called>" in text
+            ):
+                fatal = True  # the stacks below were printed by a crash, not taken of a waiting process
+            stripped = text.lstrip()
+            if (
+                any(h in text for h in _FRAME_HINT)
+                or stripped.startswith("Thread ")
+                or (stripped[:1] == "#" and stripped[1:2].isdigit())  # gdb's native frames
+            ):
                 frame_lines.append(text)
             if (
                 not line.salient
@@ -297,7 +314,13 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                         signals.add(name)
         fr = parse_frames(frame_lines)
         if fr:
-            _read_stacks(key, f, fr, signals, interrupted=interrupted, fatal=fatal)
+            if not any(_NATIVE_WAIT_TOP.match(t) for t in frame_lines if "#0 " in t):
+                # gdb's stacks of a core dump look like those of a live process, but no thread of a
+                # process taken while it waited sits anywhere but in a wait at the top of its stack
+                fr_live = [x for x in fr if x.kind != "native"]
+            else:
+                fr_live = fr
+            _read_stacks(key, f, fr, fr_live, signals, interrupted=interrupted, fatal=fatal)
         if isinstance(key, int):
             f.frames = fr
         else:
@@ -319,11 +342,19 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
 
 
 def _read_stacks(
-    key: StreamKey, f: RankFacts, fr: list[Frame], signals: set[str], *, interrupted: bool, fatal: bool
+    key: StreamKey,
+    f: RankFacts,
+    fr: list[Frame],
+    fr_live: list[Frame],
+    signals: set[str],
+    *,
+    interrupted: bool,
+    fatal: bool,
 ) -> None:
-    """What one stream's stack frames say: where the rank is parked, and the signals they show."""
+    """What one stream's stack frames say: where the rank is parked, and the signals they show
+    (``fr_live``: the frames that may come from a dump of a live process)."""
     signals.add("frames")
-    dumped = live_stacks(fr, interrupted=interrupted, fatal=fatal)
+    dumped = live_stacks(fr_live, interrupted=interrupted, fatal=fatal)
     f.stack_dumped = f.stack_dumped or any(x.kind != "traceback" for x in dumped)
     if dumped:
         waits_in = collective_call(dumped)
