@@ -21,15 +21,14 @@ from collections.abc import Iterable
 
 from denpex_ml.features.fingerprints import FingerprintHit
 from denpex_ml.logs.bundle import LogLine
+from denpex_ml.logs.patterns import NCCL_COMM
 from denpex_ml.taxonomy import Fingerprint, FingerprintKind, FingerprintRole
 
 __all__ = ["SAME_GPU", "same_gpu_hits"]
 
 _ENTRY = "duplicate-gpu-assignment"
-_COMM = re.compile(
-    r"(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO comm 0x[0-9a-fA-F]+ rank \d+ nranks \d+ "
-    r"cudaDev \d+ (?:nvmlDev \d+ )?busId (?P<bus>\w+)"
-)
+#: NCCL's debug prefix (host:pid:tid [dev]) before its communicator summary; the bus id is the last group
+_COMM = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO " + NCCL_COMM)
 
 #: The fingerprint the hits carry (its pattern is a description: no line matches it alone).
 SAME_GPU = Fingerprint(
@@ -58,7 +57,7 @@ def same_gpu_hits(lines: Iterable[LogLine]) -> list[FingerprintHit]:
         m = _COMM.search(text)
         if m is None:
             continue
-        key = (m.group("host"), m.group("bus"))
+        key = (m.group("host"), m.group(m.re.groups))
         pid = first.setdefault(key, m.group("pid"))
         if pid != m.group("pid") and key not in flagged:
             flagged.add(key)

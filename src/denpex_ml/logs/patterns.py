@@ -30,6 +30,7 @@ __all__ = [
     "HOST_PREFIX_SCREEN",
     "ISO_TIMESTAMP",
     "ISO_TS_PREFIX",
+    "NCCL_COMM",
     "NCCL_HOST",
     "NOT_FAST_PATTERN",
     "RANK_TAG",
@@ -73,6 +74,9 @@ HOST_PREFIX = (
 HOST_PREFIX_SCREEN = r"\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w-]*\d[\w.-]*|[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?:\.[\w-]+)*"
 #: the host of an NCCL debug line (``gpu-a17:1234:1290 [3] NCCL INFO ...``)
 NCCL_HOST = r"[A-Za-z0-9][\w.-]*"
+#: NCCL's summary of a communicator it set up, as every rank prints it: ``comm 0x… rank R nranks N
+#: cudaDev D [nvmlDev G] busId B`` (groups: rank, nranks, cudaDev, nvmlDev, busId)
+NCCL_COMM = r"\bcomm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F:.]+)"
 
 #: a line worth keeping beyond a stream's head and tail (errors, warnings, hang-analysis marks)
 SALIENT_PATTERN = (

@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from denpex_ml.logs.bundle import LogBundle
+from denpex_ml.logs.patterns import NCCL_COMM
 
 __all__ = ["RankPlace", "Topology", "normalise_bus_id", "parse_topology"]
 
-_NCCL_COMM = re.compile(
-    r"\bcomm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F:.]+)"
-)
+_NCCL_COMM = re.compile(NCCL_COMM)
 _NCCL_PREFIX = re.compile(r"^(?:\S+ )?([A-Za-z][\w.-]*):\d+:\d+ \[(\d+)\] ")
 _CVD = re.compile(r"\bCUDA_VISIBLE_DEVICES['\"]?\s*[=:]\s*['\"]?(\d+(?:\s*,\s*\d+)*)")
 _LOCAL = re.compile(r"\b(?:LOCAL_RANK|SLURM_LOCALID|local_rank)['\"]?\s*[=:]\s*['\"]?(\d+)\b")
