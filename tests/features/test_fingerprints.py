@@ -1035,3 +1035,29 @@ def test_an_invalid_device_ordinal_is_only_a_symptom_of_two_ranks_on_one_gpu() -
 def test_the_nccl_tests_results_header_is_context_of_a_healthy_run() -> None:
     hits = _hits("#       size         count    type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong")
     assert {(h.entry_id, h.role.value) for h in hits} == {("no-failure", "context")}
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("W0418 10:47:46.757660  5642 LightNetwork.cpp:397] connection refused by pserver, try again!", "nccl-init-failure"),
+        ("0508 12:06:04.452194 48907 scheduler_impl.cc:356] Waiting for 1 more servers", "nccl-init-failure"),
+        ("mxnet.base.MXNetError: [11:09:58] src/van.cc:76: Check failed: (my_node_.port) != (-1) bind failed", "nccl-init-failure"),
+        ("E0619 09:11:09.540484   136 grpc_client.cc:242] proc param error:name:[fc_96.w_0@GRAD.trainer_1] ep:[127.0.0.1:6176] grpc error:Connect Failed", "nccl-init-failure"),
+        ("hivemind.p2p.p2p_daemon_bindings.utils.P2PDaemonError: Daemon failed to start: 2025/05/01 12:46:14 failed to connect to bootstrap peers", "nccl-init-failure"),
+        ("thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)", "cuda-oom"),
+        ("NCCL cannot be captured in a graph if either it wasn't built with CUDA runtime >= 11.3 or if the installed CUDA driver < R465.", "cuda-driver-mismatch"),
+        ("./train.sh: line 207:  2666 Floating point exception ./paddle_trainer --num_gradient_servers=2", "segfault-native-crash"),
+        ("UnimplementedError: The feed data number 1 does not match the device number 8.", "uncaught-exception-crash"),
+        ("./run.sh: line 649:  9746 Killed  python -m train", "host-oom"),
+    ],
+)
+def test_parameter_server_start_up_rust_oom_graph_capture_builds_sigfpe_and_paddle_errors(line: str, entry: str) -> None:
+    hits = [h for h in _hits(line) if h.role.value == "root-cause"]
+    assert hits, line
+    assert max(hits, key=lambda h: h.weight).entry_id == entry
+
+
+def test_gdb_missing_the_source_of_a_frame_is_no_missing_file() -> None:
+    assert _hits("36\t../sysdeps/unix/sysv/linux/ioctl.c: No such file or directory.") == []
+    assert {h.entry_id for h in _hits("FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'")} >= {"file-not-found"}
