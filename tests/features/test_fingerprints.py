@@ -1061,3 +1061,39 @@ def test_parameter_server_start_up_rust_oom_graph_capture_builds_sigfpe_and_padd
 def test_gdb_missing_the_source_of_a_frame_is_no_missing_file() -> None:
     assert _hits("36\t../sysdeps/unix/sysv/linux/ioctl.c: No such file or directory.") == []
     assert {h.entry_id for h in _hits("FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'")} >= {"file-not-found"}
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("EJ0003: [PID: 159] 2025-03-26-17:01:02.816.428 Failed to bind the IP port. Reason: The IP address and port have been bound already.", "nccl-init-failure"),
+        ("not ready endpoints:['10.0.0.2:6070', '10.0.0.2:6071']", "nccl-init-failure"),
+        ("UserWarning: TPU backend initialization is taking more than 60.0 seconds. Did you run your code on all TPU hosts?", "nccl-init-failure"),
+        ("what():  [enforce fail at gloo/transport/tcp/device.cc:88] ifa != nullptr. Unable to find address for: eth0", "nccl-init-failure"),
+        ("E0808 15:10:11.940057  8517 common_world_ops.h:90] Caught store handler timeout exception: [file_store_handler.cc:132] Wait timeout for name(s): allreduce_0_cw_op/1/0", "nccl-init-failure"),
+        ("ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK expected, but not set", "nccl-init-failure"),
+        ('what():  In initFromLoop at /pytorch/third_party/tensorpipe/tensorpipe/transport/uv/listener.cc:126 "rv < 0: invalid argument"', "nccl-init-failure"),
+        ("RuntimeError: use_libuv was requested but PyTorch was build without libuv support", "nccl-init-failure"),
+        ("Error: In include/poptorch_err/ExceptionHandling.hpp:76: 'poplar_stream_memory_allocation_error': stream buffer", "cuda-oom"),
+        ("RuntimeError: FATAL ERROR :: MODULE:SYNHELPER workspace Allocation of size ::14493510400 failed!", "cuda-oom"),
+        ("GPU memory is overflow, please reduce your batch_size or data size!", "cuda-oom"),
+        ("ERROR: LoadError: cudnnFindConvolutionForwardAlgorithm: 2: CUDNN_STATUS_ALLOC_FAILED", "cuda-oom"),
+        ("ioctl() fail, (705) Device memory not enough", "cuda-oom"),
+        ("ERROR    You do not have enough GPU memory available to train the selected model at the selected settings.", "cuda-oom"),
+        ("what():  [17:54:40] mshadow/./stream_gpu-inl.h:198: Check failed: e == cudaSuccess CUDA: out of memory", "cuda-oom"),
+        ("Attempting to reserve 3.95G at the bottom of memory. That was not possible. There are 1.92G free, 0B reserved, and 1.92G reservable.;", "cuda-oom"),
+        ("AssertionError: The ./pretrain_models/MobileNetV3_large_x0_5_pretrained.pdparams does not exists!", "file-not-found"),
+        ("rocBLAS error: Cannot read C:/ROCm/6.1/bin/rocblas/library/TensileLibrary.dat: No such file or directory for GPU arch : gfx1103", "cuda-driver-mismatch"),
+        ("SystemError: (Fatal) DataLoader process (pid 1104) exited is killed by signal: Killed. (at /paddle/fluid/imperative/data_loader.cc:181)", "host-oom"),
+        ("MVM coalescing... [1]    51630 killed     ./vgg16.test", "host-oom"),
+        ("Caught segfault at address 0x60, thread_name: 'C0', flush log...", "segfault-native-crash"),
+        ("EnforceNotMet: Failed to find dynamic library: libnccl.so ( libnccl.so: cannot open shared object file: No such file or directory )", "missing-module"),
+        ("Unexpected BUS error encountered in DataLoader worker. This might be caused by insufficient shared memory (shm)", "dataloader-shm-bus-error"),
+        (" 182: -nan, -nan avg loss, 0.000000 rate, 2.011170 seconds, 11648 images", "loss-nan-divergence"),
+        ("Caused by: io.aeron.exceptions.RegistrationException: Insufficient usable storage for new log of length=805306816 in /dev/shm (tmpfs)", "nccl-shm-p2p-failure"),
+    ],
+)
+def test_other_stacks_wordings_of_start_up_accelerator_memory_missing_files_and_shm(line: str, entry: str) -> None:
+    hits = [h for h in _hits(line) if h.role.value == "root-cause"]
+    assert hits, line
+    assert max(hits, key=lambda h: h.weight).entry_id == entry

@@ -321,3 +321,20 @@ def test_lightnings_rank_tag_assigns_the_line_to_its_rank() -> None:
     text = "[rank: 1] Child process with PID 224779 terminated with code 1. Forcefully terminating all other processes\n"
     b = read_logs(text=text)
     assert list(b.streams) == [1]
+
+
+def test_paddles_launcher_and_torchelastics_failure_record_name_the_failed_process() -> None:
+    paddle = (
+        "SystemError: (Fatal) DataLoader process (pid 1104) exited is killed by signal: Killed.\n"
+        "INFO 2022-11-02 08:42:32,186 launch_utils.py:341] terminate all the procs\n"
+        "ERROR 2022-11-02 08:42:32,186 launch_utils.py:604] ABORT!!! Out of all 4 trainers, the trainer process with rank=[2] was aborted. Please check its log.\n"
+    )
+    v = verdict(paddle, "host-oom")
+    assert v.rank == 2 and "paddle" in v.reason
+    elastic = (
+        "The worker fails with {0: ProcessFailure(local_rank=1, pid=54, exitcode=-7, error_file='<N/A>', "
+        "message='Signal 7 (SIGBUS) received by PID 54')}\n"
+    )
+    assert verdict(elastic, "dataloader-shm-bus-error").rank == 1
+    # a record of a worker that exited cleanly names no one
+    assert verdict(elastic.replace("exitcode=-7", "exitcode=0"), "dataloader-shm-bus-error").rank != 1

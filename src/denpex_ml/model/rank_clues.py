@@ -13,7 +13,8 @@ in the words of the messages themselves:
   (``CUDA out of memory. Tried to allocate … (GPU 3; …``),
   Open MPI's ``mpirun`` ``The first process to do so was: Process name: [[18963,1],2]`` or
   ``mpirun noticed that process rank 2 with PID … exited on signal 9`` (a world rank, on any
-  number of hosts);
+  number of hosts), torchelastic's printed ``ProcessFailure(local_rank=0, …, exitcode=-7, …)``,
+  PaddlePaddle's launcher ``the trainer process with rank=[2] was aborted``;
 * the error names its own rank: DDP's ``did not receive grad for rank 3``, ``[Rank 5]
   Watchdog caught …`` quoted inside a message, ``rank = 7`` in a DeepEP/NCCL check, Megatron's
   ``Rank 3: found NaN in local grad norm``.
@@ -41,6 +42,8 @@ _LAUNCHER = re.compile(
     r"|--local_rank=(?P<e>\d+)'.*\] exits with return code = -?[1-9]"
     r"|\bException in device=(?:TPU|GPU|CPU|XLA|CUDA):(?P<f>\d+)\b"
     r"|failed \(exitcode: -?\d+\) for binary located at \S+ with local_rank: (?P<g>\d+)"
+    # torchelastic's failure record as it is printed (a dict of ProcessFailure by rank)
+    r"|\bProcessFailure\(local_rank=(?P<h>\d+), pid=\d+, exitcode=-?[1-9]"
 )
 _LAUNCHER_HINT = ("local_rank", "terminated with", "Exception in device=")
 # Open MPI's mpirun naming the first process that exited non-zero: "Process name: [[jobid,1],3]"
@@ -51,6 +54,8 @@ _MPI_FIRST = re.compile(r"^\s*Process name: \[\[\d+,\d+\],(?P<a>\d+)\]")
 _MPI_NOTICED = re.compile(
     r"\bmpirun noticed that process rank (?P<a>\d+) with PID \S+ on node \S+ exited on signal"
     r"|\b(?:mpirun|prterun) has exited due to process rank (?P<b>\d+) with PID"
+    # paddle.distributed.launch: "ABORT!!! Out of all 4 trainers, the trainer process with rank=[2] was aborted"
+    r"|\bthe trainer process with rank=\[(?P<c>\d+)\] was aborted"
 )
 # XLA's PjRt client naming the replica (device) whose execution failed: the process's device
 # ordinal, taken as the rank only on one host (as a launcher's local rank)
@@ -134,10 +139,11 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
             m = _MPI_FIRST.search(text)
             if m:
                 return RankClue(_group(m), "mpirun names it as the first process to exit non-zero", line)
-        if "noticed that process rank" in text or "has exited due to process rank" in text:
+        if "noticed that process rank" in text or "due to process rank" in text or "process with rank=[" in text:
             m = _MPI_NOTICED.search(text)
             if m:
-                return RankClue(_group(m), "mpirun names it as the first process that died or aborted", line)
+                who = "paddle.distributed.launch" if m.group("c") is not None else "mpirun"
+                return RankClue(_group(m), f"{who} names it as the first process that died or aborted", line)
         if local_is_global and any(h in text for h in _LAUNCHER_HINT):
             m = _LAUNCHER.search(text)
             if m:
