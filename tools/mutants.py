@@ -367,6 +367,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "one process's several communicators on one GPU are taken for two ranks on it",
     ),
     Mutant(
+        "rank-process-failure-exit-code-ignored",
+        "src/denpex_ml/model/rank_clues.py",
+        r'    r"|\bProcessFailure\(local_rank=(?P<h>\d+), pid=\d+, exitcode=-?[1-9]"',
+        r'    r"|\bProcessFailure\(local_rank=(?P<h>\d+), pid=\d+, exitcode=-?\d"',
+        ("tests/model/test_initiator.py",),
+        "a worker torchelastic records as exited cleanly is named as the one that failed",
+    ),
+    Mutant(
+        "rank-paddle-launcher-unread",
+        "src/denpex_ml/model/rank_clues.py",
+        '        if "noticed that process rank" in text or "due to process rank" in text or "process with rank=[" in text:',
+        '        if "noticed that process rank" in text or "due to process rank" in text:',
+        ("tests/model/test_initiator.py",),
+        "the trainer paddle.distributed.launch names as aborted is not read",
+    ),
+    Mutant(
         "hang-odd-value-clock-times",
         "src/denpex_ml/hang/scan.py",
         '            parts = _INT.split(_CLOCK.sub("<t>", text) if ":" in text or "-" in text else text)',
