@@ -209,7 +209,7 @@ def _iter_file(path: Path, rel: str, limits: IngestLimits, budget: ReadBudget, l
 
 def _open_plain(path: Path, rel: str, budget: ReadBudget) -> BinaryIO:
     root = _Gauge(rel)
-    meter = cast(BinaryIO, _Metered(_open_file(path), root, 1 << 20, owns=True))
+    meter = cast(BinaryIO, _Metered(_open_file(path), root, 1 << 16, owns=True))
     return _buffered(_Counting(meter, budget, gauge=root))
 
 
@@ -243,18 +243,7 @@ def _read_head(stream: BinaryIO, n: int = 512, *, name: str = "") -> tuple[bytes
 
 
 def peek(stream: BinaryIO, n: int = 8192, *, name: str = "") -> tuple[bytes, BinaryIO]:
-    """The first ``n`` bytes of ``stream`` and a stream that reads it again from the start: the
-    stream itself when its buffer already holds them (no second buffered layer for every block
-    read after it)."""
-    if isinstance(stream, io.BufferedReader):
-        try:
-            head = stream.peek(n)[:n]
-        except DenpexError:
-            raise
-        except _DECODE_ERRORS as exc:
-            raise ArchiveError(f"{display_name(name) or 'stream'}: corrupt or truncated data ({exc})") from None
-        if len(head) == n:  # shorter: a small file's end or a short read, read as below
-            return head, stream
+    """The first ``n`` bytes of ``stream`` and a stream that reads it again from the start."""
     return _read_head(stream, n, name=name)
 
 
