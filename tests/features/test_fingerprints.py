@@ -1091,6 +1091,7 @@ def test_gdb_missing_the_source_of_a_frame_is_no_missing_file() -> None:
         ("Unexpected BUS error encountered in DataLoader worker. This might be caused by insufficient shared memory (shm)", "dataloader-shm-bus-error"),
         (" 182: -nan, -nan avg loss, 0.000000 rate, 2.011170 seconds, 11648 images", "loss-nan-divergence"),
         ("Caused by: io.aeron.exceptions.RegistrationException: Insufficient usable storage for new log of length=805306816 in /dev/shm (tmpfs)", "nccl-shm-p2p-failure"),
+        ("RPCErr:1:RPC ran for more than 60000 milliseconds and timed out.", "host-work-timeout"),
     ],
 )
 def test_other_stacks_wordings_of_start_up_accelerator_memory_missing_files_and_shm(line: str, entry: str) -> None:
