@@ -202,6 +202,12 @@ def _entries(m: FingerprintMatcher, line: str) -> set[str]:
     return {m.entry_of(i) for i in m.match_text(line)}
 
 
+def _strongest_root_cause(line: str) -> str | None:
+    """The entry of the heaviest root-cause fingerprint on ``line`` (``None``: no root cause)."""
+    roots = [h for h in _hits(line) if h.role.value == "root-cause"]
+    return max(roots, key=lambda h: h.weight).entry_id if roots else None
+
+
 def _hits(text: str) -> list[FingerprintHit]:
     """Every fingerprint hit on the lines of ``text`` (a line gets its newline)."""
     m = FingerprintMatcher(load_taxonomy())
@@ -1053,9 +1059,7 @@ def test_the_nccl_tests_results_header_is_context_of_a_healthy_run() -> None:
     ],
 )
 def test_parameter_server_start_up_rust_oom_graph_capture_builds_sigfpe_and_paddle_errors(line: str, entry: str) -> None:
-    hits = [h for h in _hits(line) if h.role.value == "root-cause"]
-    assert hits, line
-    assert max(hits, key=lambda h: h.weight).entry_id == entry
+    assert _strongest_root_cause(line) == entry
 
 
 def test_gdb_missing_the_source_of_a_frame_is_no_missing_file() -> None:
@@ -1095,6 +1099,31 @@ def test_gdb_missing_the_source_of_a_frame_is_no_missing_file() -> None:
     ],
 )
 def test_other_stacks_wordings_of_start_up_accelerator_memory_missing_files_and_shm(line: str, entry: str) -> None:
-    hits = [h for h in _hits(line) if h.role.value == "root-cause"]
-    assert hits, line
-    assert max(hits, key=lambda h: h.weight).entry_id == entry
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("I tensorflow/core/distributed_runtime/master.cc:221] CreateSession still waiting for response from worker: /job:ps/replica:0/task:0", "nccl-init-failure"),
+        ("E0727 11:38:35.762428930   22857 tcp_server_posix.c:284]     bind addr=[::]:2223: Address already in use", "nccl-init-failure"),
+        ("[07:48:18] src/./zmq_van.h:121: Reached max retry for bind: Address already in use. errno = 98", "nccl-init-failure"),
+        ("tensorflow/contrib/verbs/rdma.cc:159] Check failed: num_devs_with_active_port > 0 There is no active port in the system", "nccl-init-failure"),
+        ("[0] init.cc:1256 NCCL WARN Your program may be hanging, this may be caused by a collective mismatch around rank 1.", "collective-mismatch"),
+        ("Device /job:localhost/replica:0/task:0/device:GPU:1 is joining a group with size 2, but that group has size 3 (group_key=1)", "collective-mismatch"),
+        ("E tensorflow/core/common_runtime/ring_alg.cc:279] Aborting RingReduce with Out of range: [_Derived_]End of sequence", "subset-rank-collective-hang"),
+        ("Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE module.", "cuda-oom"),
+        ("MemoryError: Error allocating 147865600 bytes of device memory (out of memory).", "cuda-oom"),
+        ("[METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)", "cuda-oom"),
+        ("TT_FATAL: Out of Memory: Not enough space to allocate 3294625792 B DRAM buffer across 12 banks", "cuda-oom"),
+        ("RuntimeError: The actor with name WorkerDict failed to import on the worker. This may be because needed library dependencies are not installed", "missing-module"),
+        ("OSError: Unable to open file (unable to lock file, errno = 524, error message = 'Unknown error 524')", "storage-io-failure"),
+        ("The node was low on resource: memory.", "host-oom"),
+        ("The replica master 0 ran out-of-memory and exited with a non-zero status of 247.", "host-oom"),
+        ("There was a problem when trying to write in your cache folder (/.cache/huggingface/hub).", "permission-denied"),
+        ('  "message": "No such object: user/dataset_train.tf"', "file-not-found"),
+        ("PhysX error: SynchronizeStreams cuEventRecord failed with error 700", "cuda-illegal-memory-access"),
+    ],
+)
+def test_tensorflow_clusters_that_never_form_other_accelerators_memory_and_storage_locks(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
