@@ -383,6 +383,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "the trainer paddle.distributed.launch names as aborted is not read",
     ),
     Mutant(
+        "structure-words-without-failure-gate",
+        "src/denpex_ml/features/structure.py",
+        "            if _VOCAB_SCREEN.search(text) and _FAILING.search(text):",
+        "            if _VOCAB_SCREEN.search(text):",
+        ("tests/features/test_structure.py",),
+        "start-up and memory words on lines that report nothing wrong count as failure evidence",
+    ),
+    Mutant(
         "hang-odd-value-clock-times",
         "src/denpex_ml/hang/scan.py",
         '            parts = _INT.split(_CLOCK.sub("<t>", text) if ":" in text or "-" in text else text)',

@@ -24,3 +24,24 @@ def test_an_exception_is_recorded_for_the_rank_that_raised_it() -> None:
     text = "[rank0]: step 1\n[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
     facts = analyse_structure(read_logs(text=text))
     assert 2 in facts.exception_ranks and 0 not in facts.exception_ranks
+
+
+def _words(text: str) -> dict[str, float]:
+    from denpex_ml.features.structure import FEATURE_NAMES
+
+    vec = analyse_structure(read_logs(text=text)).vector
+    return {n.removeprefix("error_words_"): float(v) for n, v in zip(FEATURE_NAMES, vec, strict=True) if n.startswith("error_words_")}
+
+
+def test_failing_lines_are_read_for_start_up_and_device_memory_words_no_rule_knows() -> None:
+    # start-up in a stack no fingerprint names: connecting, binding, resolving, peers
+    assert _words("W0418 LightNetwork.cpp:397] connection refused by pserver, try again!\n")["startup"] == 1.0
+    assert _words("ERROR: the port 29500 is already bound, cannot start the server\n")["startup"] == 1.0
+    # another accelerator's allocator: device memory, out of memory in other words
+    kunlun = _words("ioctl() fail, (705) Device memory not enough\n")
+    assert kunlun["device_memory"] == 1.0 and kunlun["out_of_memory"] == 1.0
+    assert _words("GPU memory is overflow, please reduce your batch_size\n")["out_of_memory"] == 1.0
+    # the same words on a line kept as salient that reports nothing wrong are not evidence
+    healthy = _words("WARNING: peer connection to node-b established after 3 attempts, GPU memory pinned\n")
+    assert healthy == {"startup": 0.0, "device_memory": 0.0, "out_of_memory": 0.0}
+    assert _words("WARNING: peer connection to node-b failed after 3 attempts\n")["startup"] == 1.0

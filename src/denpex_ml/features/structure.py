@@ -31,6 +31,29 @@ _EXIT = re.compile(
 _SIGNAL = re.compile(r"\b(SIGKILL|SIGBUS|SIGSEGV|SIGABRT|SIGTERM|SIGINT|SIGHUP|SIGFPE|SIGILL)\b")
 _WATCHDOG = "Watchdog caught collective operation timeout"
 _EXC_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")
+# The words an error line uses, by what they are about, for the failures no fingerprint has met
+# yet: another stack's start-up failure speaks of connecting, binding, resolving and waiting for
+# peers; another accelerator's allocator speaks of device memory. One screen per salient line (most
+# hold none of these words), then whether the line reports a failure, then the word classes.
+_VOCAB_SCREEN = re.compile(r"(?i)connect|refused|bind|bound|address|host|resolv|reach|port\b|socket|endpoint|rendezvous|"
+                           r"bootstrap|handshake|interface|peer|memory|alloc|\boom\b")
+# ... on a line that reports something going wrong (not NCCL's "Bootstrap : Using eth0")
+_FAILING = re.compile(
+    r"(?i)\b(?:fail\w*|error|refused|cannot|can't|unable|not enough|insufficient|exceed\w*|timed? ?out|abort\w*|"
+    r"fatal|retry|not ready|still waiting|overflow|exhausted|out of memory)\b"
+)
+_STARTUP_WORDS = re.compile(
+    r"(?i)\b(?:connect(?:ion|ed|ing)?|refused|bind|bound|address|hostname|resolv\w*|unreachable|port|socket|"
+    r"endpoint|rendezvous|bootstrap|handshake|interface|peers?)\b"
+)
+_DEVICE_MEMORY = re.compile(
+    r"(?i)\b(?:device|gpu|hbm|dram|vram|npu|xpu|tpu|hpu|ipu|metal|cuda|tile)\b[^\n]{0,80}?\b(?:memory|alloc\w*)\b"
+    r"|\b(?:memory|alloc\w*)\b[^\n]{0,80}?\b(?:device|gpu|hbm|dram|vram|npu|xpu|tpu|hpu|ipu|metal|cuda|tile)\b"
+)
+_OUT_OF_MEMORY = re.compile(
+    r"(?i)\bout[ -]of[ -]memory\b|\b(?:insufficient|not enough|ran out of|exhausted)\b[^\n]{0,20}\bmemory\b"
+    r"|\bmemory\b[^\n]{0,20}\b(?:is overflow|exhausted|not enough)\b|\boom\b"
+)
 
 OP_TYPES = (
     "ALLREDUCE", "ALLTOALL", "ALLGATHER", "_ALLGATHER_BASE", "REDUCE_SCATTER", "BROADCAST",
@@ -63,6 +86,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(f"exit_{c}".replace("-", "m") for c in _EXITS),
     "launcher_summary",
     "has_timestamps",
+    "error_words_startup",
+    "error_words_device_memory",
+    "error_words_out_of_memory",
 )
 
 
@@ -111,6 +137,7 @@ def analyse_structure(bundle: LogBundle) -> StructureFeatures:
     enqueued_ahead = False
     timeouts: list[int] = []
     has_ts = False
+    vocab_startup = vocab_device = vocab_oom = False
     for key, stream in bundle.streams.items():
         for line in stream.lines:
             text = line.text
@@ -151,6 +178,10 @@ def analyse_structure(bundle: LogBundle) -> StructureFeatures:
                 exc_types.add(em.group(1))
                 if key not in exception_ranks and "Timeout" not in em.group(1):
                     exception_ranks[key] = text
+            if _VOCAB_SCREEN.search(text) and _FAILING.search(text):
+                vocab_startup = vocab_startup or _STARTUP_WORDS.search(text) is not None
+                vocab_device = vocab_device or _DEVICE_MEMORY.search(text) is not None
+                vocab_oom = vocab_oom or _OUT_OF_MEMORY.search(text) is not None
             if is_error_line(text):
                 ts = line.timestamp
                 if ts is not None:
@@ -200,6 +231,9 @@ def analyse_structure(bundle: LogBundle) -> StructureFeatures:
         *(float(c in exits) for c in _EXITS),
         float(launcher is not None),
         float(has_ts),
+        float(vocab_startup),
+        float(vocab_device),
+        float(vocab_oom),
     ]
     vec = np.asarray(values, dtype=np.float32)
     assert vec.shape[0] == len(FEATURE_NAMES)
