@@ -1127,3 +1127,22 @@ def test_other_stacks_wordings_of_start_up_accelerator_memory_missing_files_and_
 )
 def test_tensorflow_clusters_that_never_form_other_accelerators_memory_and_storage_locks(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:378] Loaded runtime CuDNN library: 7102 (compatibility version 7100) but source was compiled with 7005 (compatibility version 7000).", "cuda-driver-mismatch"),
+        ("F0102 10:11:12.123456  4242 im2col.cu:61] Check failed: error == cudaSuccess (8 vs. 0)  invalid device function", "cuda-driver-mismatch"),
+        ("tensorflow.python.framework.errors_impl.InternalError: Dst tensor is not initialized.", "cuda-oom"),
+        ("InvalidArgumentError: LossTensor is inf or nan : Tensor had NaN values", "loss-nan-divergence"),
+        ("InvalidArgumentError: Found Inf or NaN global norm. : Tensor had Inf values", "loss-nan-divergence"),
+        ("2024-01-02 10:00:00,000 INFO: [train..][epoch:  3, iter:   1,200, lr:(1.000e-04,)] l_g_pix: nan l_d_real: 0.6931", "loss-nan-divergence"),
+        ("tokenizing: 12% 51000/420000 [00:31<03:46, 1629.51 examples/s]Killed", "host-oom"),
+        ("OSError: image file is truncated (12 bytes not processed)", "uncaught-exception-crash"),
+        ("PIL.UnidentifiedImageError: cannot identify image file '/data/train/000123.jpg'", "uncaught-exception-crash"),
+        ("OverflowError: cannot serialize a bytes object larger than 4 GiB", "uncaught-exception-crash"),
+    ],
+)
+def test_tensorflow_checks_old_cudnn_pairs_pil_decoding_and_a_kill_after_a_progress_bar(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
