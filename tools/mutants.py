@@ -391,6 +391,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "start-up and memory words on lines that report nothing wrong count as failure evidence",
     ),
     Mutant(
+        "error-line-words-of-other-stacks-dropped",
+        "src/denpex_ml/features/select.py",
+        '''    r"\\b(?:cuda|CUDA|cuDNN|CUDNN|cublas|CUBLAS|hip|HIP)(?: runtime)? error\\b|\\bFAIL\\b|\\b[Oo]ut of memory\\b|"''',
+        '''    r"\\bNEVER_AN_ERROR_WORD\\b|"''',
+        ("tests/features/test_select.py",),
+        "Lua Torch's FAIL, a cuda runtime error and an out-of-memory line are no error lines",
+    ),
+    Mutant(
+        "glog-error-level-not-salient",
+        "src/denpex_ml/logs/patterns.py",
+        '''    r"retry count exceeded|GID is NULL|已杀死|\\blua(?:jit)?: |stack traceback:|\\b" + GLOG_ERROR''',
+        '''    r"retry count exceeded|GID is NULL|已杀死|\\blua(?:jit)?: |stack traceback:"''',
+        ("tests/logs/test_formats.py",),
+        "glog ERROR and FATAL lines in the middle of a long log are dropped",
+    ),
+    Mutant(
         "hang-odd-value-clock-times",
         "src/denpex_ml/hang/scan.py",
         '            parts = _INT.split(_CLOCK.sub("<t>", text) if ":" in text or "-" in text else text)',

@@ -1146,3 +1146,32 @@ def test_tensorflow_clusters_that_never_form_other_accelerators_memory_and_stora
 )
 def test_tensorflow_checks_old_cudnn_pairs_pil_decoding_and_a_kill_after_a_progress_bar(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("F0101 10:00:00.000000  4242 data_layer.cpp:61] Check failed: mdb_env_open(mdb_env_, source, 0x20000, 0664) == 0 (2 vs. 0) mdb_env_open failed", "file-not-found"),
+        ("F0101 10:00:00.000000  4242 db_lmdb.hpp:15] Check failed: mdb_status == 0 (37 vs. 0) No locks available", "storage-io-failure"),
+        ("F0101 10:00:00.000000  4242 io.cpp:69] Check failed: proto.SerializeToOstream(&output)", "storage-io-failure"),
+        ("luajit: /opt/torch/share/lua/5.1/torch/File.lua:210: write error: wrote 100 blocks instead of 4000 at THDiskFile.c:355", "storage-io-failure"),
+        ("W op_kernel.cc:1192] Unknown: Failed to rename: /ckpt/model.ckpt-100.index.tempstate123 to: /ckpt/model.ckpt-100.index : Access is denied.", "storage-io-failure"),
+        ("F0101 10:00:00.000000  4242 layer_factory.hpp:81] Check failed: registry.count(type) == 1 (0 vs. 1) Unknown layer type: Python", "missing-module"),
+        ("mpihelper: msmpi.dll missing", "missing-module"),
+        ("luajit: /opt/torch/share/lua/5.1/trepl/init.lua:384: module 'cunn' not found:No LuaRocks module found for cunn", "missing-module"),
+        ("CNTK: Caught Win32 exception 0xc0000005: Access violation.", "segfault-native-crash"),
+        ("unable to connect to 10.0.0.2 on port 5000, exhausted all endpoints", "nccl-init-failure"),
+        ("RPC: /tensorflow.CoordinationService/RegisterTask", "nccl-init-failure"),
+        ("terminate called after throwing an instance of 'std::bad_alloc'", "host-oom"),
+        ("CPU memory allocation failed n=1048576000 align=32", "host-oom"),
+        ("F0101 10:00:00.000000  4242 gpu_memory.hpp:77] Check failed: try_reserve(size)", "cuda-oom"),
+        ("InvalidArgumentError: Cannot assign a device for operation 'w': Could not satisfy explicit device specification '/device:GPU:2'", "tensor-device-mismatch"),
+        ("F0101 10:00:00.000000  4242 cudnn.hpp:122] Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)  CUDNN_STATUS_BAD_PARAM", "cuda-driver-mismatch"),
+        ("I0101 10:00:00.000000  4242 solver.cpp:218] Iteration 300 (3.1 iter/s, 32.6s/100 iters), loss = 87.3365", "loss-nan-divergence"),
+        ("[2019-01-01 10:00:00,000 INFO] Step 700/5000; acc:   0.20; ppl:   nan; xent:  nan; lr: 0.00070", "loss-nan-divergence"),
+        ("soundfile.LibsndfileError: Error opening 'a.wav': Format not recognised.", "uncaught-exception-crash"),
+        ("luajit: /opt/torch/share/lua/5.1/cudnn/convert.lua:64: attempt to call method 'replace' (a nil value)", "uncaught-exception-crash"),
+    ],
+)
+def test_caffe_lmdb_and_snapshots_lua_torch_windows_mpi_and_old_stacks_memory(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry

@@ -99,6 +99,10 @@ _ERROR_WORDS = st.sampled_from(
         "Check failed: ", "Caused by op '", "==== backtrace", "ORTE_ERROR_LOG", "MPI error", "TIMEOUT", "INTERNAL: ",
         "ABORTED: ", "UNAVAILABLE: ", "DEADLINE_EXCEEDED: ", "NVIDIA-SMI has failed", "Test CUDA failure", "Assertion error",
         "Assertion failed", " *** caught segfault ***", "#1 <signal handler called>",
+        "cuda error", "CUDA runtime error", "HIP error", "FAIL", "out of memory", "Failure: ", "failed: ", "Failed, ",
+        "connection refused", "killed", "terminating due to uncaught exception", "has taken over 300.0 seconds",
+        "command not found", "Could not resolve hostname", "will now abort", "MPI_ABORT was invoked", "submit error",
+        "TT_FATAL", "| FATAL |", "lua: ", "luajit: ", "stack traceback:", "Caught Win32 exception", "job aborted:", "E0410 21:04:57.403295  30715 f.cc:77]", "F f.cu:1]", ": E tensorflow/x.cc:2]",
         " ", "\t", "\u3000", "\u00a0", "]", ">", "_", ".", ":", "é", "Ω", "٣", "x", "1", "\udcff", "ValueErroré",
     ]
 )  # fmt: skip
@@ -160,6 +164,21 @@ def test_templates_at_once_equal_one_by_one() -> None:
         "Assertion error /home/user/DeepEP/csrc/deep_ep.cpp:48 'num_ranks > NUM_MAX_NVL_PEERS or low_latency_mode'",
         " *** caught segfault ***",
         "#28 <signal handler called>",
+        "THCudaCheck FAIL file=/tmp/cutorch/lib/THC/generic/THCStorage.cu line=66 error=2 : out of memory",
+        "luajit: cuda runtime error (30) : unknown error at /tmp/cutorch/lib/THC/THCStorage.c:113",
+        "  Compilation failure: Ran out of memory in memory space hbm. Used 8.38G of 8.00G hbm.",
+        "Failed, NCCL error transformer_engine/pytorch/csrc/userbuffers/userbuffers-host.cpp:223 ''",
+        "[1]    51630 killed     ./vgg16.test",
+        "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed",
+        "Timeout: A call to 'allGather' has taken over 300.000000 seconds. Terminating the distributed job.",
+        "bash: orted: command not found",
+        "*** Your MPI job will now abort.",
+        "W0418 10:48:07.757660  5642 LightNetwork.cpp:397] connection refused by pserver, try again!",
+        "qsub: submit error (Job exceeds queue resource limits MSG=cannot satisfy queue max mem requirement)",
+        "2017-06-03 13:19:08.208724: E tensorflow/stream_executor/cuda/cuda_dnn.cc:352] Loaded runtime CuDNN library: 5005",
+        "/home/user/torch/install/bin/luajit: train.lua:98: attempt to index a nil value",
+        "stack traceback:",
+        "CNTK: Caught Win32 exception 0xc0000005: Access violation.",
     ],
 )
 def test_failures_in_other_stacks_words_are_error_lines(line: str) -> None:
@@ -169,7 +188,18 @@ def test_failures_in_other_stacks_words_are_error_lines(line: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "line", ["NCCL_TIMEOUT=1800", "export TORCH_NCCL_BLOCKING_WAIT=1 ; timeout 600 torchrun", "INTERNAL_ID: 3"]
+    "line",
+    [
+        "NCCL_TIMEOUT=1800",
+        "export TORCH_NCCL_BLOCKING_WAIT=1 ; timeout 600 torchrun",
+        "INTERNAL_ID: 3",
+        # healthy runs' words that only sound like failures (held real healthy logs print these)
+        "I0820 16:10:25.293788 140208504612672 xla_bridge.py:353] Unable to initialize backend 'tpu_driver'",
+        "[WARNING] [runner.py:117:fetch_hostfile] Unable to find hostfile, will proceed with training with local resources only.",
+        "      Timeout: 180 seconds",
+        "I0410 21:04:57.403295  30715 trainer.cc:77] step 100 done",
+        "failure_rate=0.0 retries=0",
+    ],
 )
 def test_settings_that_only_name_a_timeout_are_no_error_lines(line: str) -> None:
     assert not is_error_line(line)

@@ -16,7 +16,7 @@ import re2
 
 from denpex_ml.features.fingerprints import FingerprintHit
 from denpex_ml.logs.bundle import LogBundle, LogLine
-from denpex_ml.logs.patterns import template
+from denpex_ml.logs.patterns import GLOG_ERROR, template
 from denpex_ml.logs.patterns import templates as make_templates
 from denpex_ml.taxonomy import FingerprintRole
 
@@ -38,6 +38,18 @@ EXCEPTION_RE = re.compile(
     r"NVIDIA-SMI has failed|\bTest (?:CUDA|NCCL) failure\b|\bAssertion (?:error|failed)\b|caught segfault|<signal handler called>|"
     r"\bretry count exceeded\b|已杀死|"
     r"\b(?:INTERNAL|UNAVAILABLE|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|DEADLINE_EXCEEDED|DATA_LOSS|ABORTED): |"
+    # failures worded without an exception class: Lua Torch's ``THCudaCheck FAIL``, ``cuda runtime
+    # error (2)``, ``out of memory``, ``Compilation failure:``, ``Execution of replica 0 failed:``,
+    # a shell's ``[1] 4242 killed``, libc++'s uncaught exception, MPI's and schedulers' own words
+    r"\b(?:cuda|CUDA|cuDNN|CUDNN|cublas|CUBLAS|hip|HIP)(?: runtime)? error\b|\bFAIL\b|\b[Oo]ut of memory\b|"
+    r"\b[Ff]ailure: |\bfailed: |\bFailed, |\b[Cc]onnection refused\b|\bkilled\b|"
+    r"terminating (?:due to|with) uncaught exception|has taken over [\d.]+ seconds|command not found|"
+    r"[Cc]ould not resolve hostname|will now abort|MPI_ABORT was invoked|submit error|\bTT_FATAL\b|\|\s*FATAL\s*\||"
+    # Lua Torch's uncaught error (``luajit: file.lua:210: write error ...``, then ``stack traceback:``),
+    # a Windows structured exception, MS-MPI's ``job aborted:``
+    r"\blua(?:jit)?: |stack traceback:|Caught Win32 exception|job aborted:|"
+    # glog's ERROR and FATAL levels (``E0410 21:04:57.403295  30715 file.cc:77]``, TensorFlow's ``E tensorflow/...cc:352]``)
+    r"\b" + GLOG_ERROR + "|"
     # a traceback's last line naming a dotted exception class that does not end in Error
     # (``torch._dynamo.exc.FailOnRecompileLimitHit: ...``, ``omegaconf.errors.MissingMandatoryValue: ...``)
     r"(?:^|[\s\]>])(?:[a-z_][a-z0-9_]*\.){1,6}[A-Z][A-Za-z0-9]*: "
@@ -54,6 +66,12 @@ _EXCEPTION_SCREEN = re2.compile(
     rb"NVIDIA-SMI has failed|Test CUDA failure|Test NCCL failure|Assertion error|Assertion failed|caught segfault|<signal handler called>|"
     rb"retry count exceeded|" + "已杀死".encode() + rb"|"
     rb"(?:INTERNAL|UNAVAILABLE|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|DEADLINE_EXCEEDED|DATA_LOSS|ABORTED): |"
+    rb"(?:cuda|CUDA|cuDNN|CUDNN|cublas|CUBLAS|hip|HIP)(?: runtime)? error|FAIL|[Oo]ut of memory|"
+    rb"[Ff]ailure: |failed: |Failed, |[Cc]onnection refused|killed|"
+    rb"terminating (?:due to|with) uncaught exception|has taken over [\d.]+ seconds|command not found|"
+    rb"[Cc]ould not resolve hostname|will now abort|MPI_ABORT was invoked|submit error|TT_FATAL|\|\s*FATAL\s*\||"
+    rb"lua: |luajit: |stack traceback:|Caught Win32 exception|job aborted:|"
+    + GLOG_ERROR.encode() + rb"|"
     rb"(?:[a-z_][a-z0-9_]*\.){1,6}[A-Z][A-Za-z0-9]*: "
 )
 

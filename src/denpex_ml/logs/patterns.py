@@ -34,6 +34,7 @@ __all__ = [
     "NCCL_HOST",
     "NOT_FAST_PATTERN",
     "RANK_TAG",
+    "GLOG_ERROR",
     "SALIENT_PATTERN",
     "SYSLOG_LINE_TIME",
     "SYSLOG_TIMESTAMP",
@@ -78,6 +79,11 @@ NCCL_HOST = r"[A-Za-z0-9][\w.-]*"
 #: cudaDev D [nvmlDev G] busId B`` (groups: rank, nranks, cudaDev, nvmlDev, busId)
 NCCL_COMM = r"\bcomm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F:.]+)"
 
+#: glog's ERROR or FATAL level (``E0410 21:04:57.403295  30715 file.cc:77]``, TensorFlow's
+#: ``E tensorflow/core/...cc:352]``), after a word boundary; ASCII classes, so that Python's ``re``
+#: and RE2 read it alike
+GLOG_ERROR = r"[EF](?:[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+[ \t]+[0-9]+)? \S+\.(?:cc|cpp|h|cu|c):[0-9]+\]"
+
 #: a line worth keeping beyond a stream's head and tail (errors, warnings, hang-analysis marks)
 SALIENT_PATTERN = (
     r"[Ee]rror|ERROR|[Ee]xception|Traceback|[Ff]ail|FAIL|[Ff]atal|FATAL|[Aa]bort|[Tt]ime(?:d )?out|[Kk]illed|"
@@ -93,7 +99,7 @@ SALIENT_PATTERN = (
     # TF's allocator dump on a failed allocation, EAGAIN, TLS and scheduler credentials
     r"TIMEOUT|Caused by op|==== backtrace|Sum Total of in-use chunks|Total bytes in pool|"
     r"Resource temporarily unavailable|[Cc]ertificate|[Cc]redential|segfault|nan loss|NaN loss|peer access|"
-    r"retry count exceeded|GID is NULL|已杀死"
+    r"retry count exceeded|GID is NULL|已杀死|\blua(?:jit)?: |stack traceback:|\b" + GLOG_ERROR
 )
 #: (RE2) a line that needs ingestion's general parser: other launcher prefixes, NCCL debug or host
 #: prefixes at line start, launcher summaries (parsed in order), syslog timestamps
