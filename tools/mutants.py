@@ -391,6 +391,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "start-up and memory words on lines that report nothing wrong count as failure evidence",
     ),
     Mutant(
+        "rank-msmpi-report-unread",
+        "src/denpex_ml/model/rank_clues.py",
+        '        if text.startswith("job aborted:"):',
+        '        if text.startswith("never a line"):',
+        ("tests/model/test_initiator.py",),
+        "MS-MPI's abort report is not read: the failed process goes unnamed",
+    ),
+    Mutant(
+        "rank-named-by-any-line",
+        "src/denpex_ml/model/rank_clues.py",
+        '        if "ank" in text and is_error_line(text):',
+        '        if "ank" in text:',
+        ("tests/model/test_initiator.py",),
+        "a line that reports no error names the failing rank",
+    ),
+    Mutant(
         "error-line-words-of-other-stacks-dropped",
         "src/denpex_ml/features/select.py",
         '''    r"\\b(?:cuda|CUDA|cuDNN|CUDNN|cublas|CUBLAS|hip|HIP)(?: runtime)? error\\b|\\bFAIL\\b|\\b[Oo]ut of memory\\b|"''',

@@ -338,3 +338,28 @@ def test_paddles_launcher_and_torchelastics_failure_record_name_the_failed_proce
     assert verdict(elastic, "dataloader-shm-bus-error").rank == 1
     # a record of a worker that exited cleanly names no one
     assert verdict(elastic.replace("exitcode=-7", "exitcode=0"), "dataloader-shm-bus-error").rank != 1
+
+
+def test_ms_mpis_abort_report_names_the_process_that_failed_not_the_terminated_ones() -> None:
+    report = (
+        "Finished Epoch[ 1 of 20]: [Training] cr = 0.40189179 * 36006\n"
+        "job aborted:\n"
+        "[ranks] message\n"
+        "[0] terminated\n"
+        "[1] process exited without calling finalize\n"
+        "[2-3] terminated\n"
+        "---- error analysis -----\n"
+    )
+    v = verdict(report, "segfault-native-crash")
+    assert v.rank == 1 and "MS-MPI" in v.reason
+    assert verdict(report.replace("[1] process exited without calling finalize", "[1] fatal error"), "nccl-init-failure").rank == 1
+    # without MS-MPI's heading the same bracketed lines are nobody's report
+    assert verdict(report.replace("job aborted:\n", ""), "segfault-native-crash").rank != 1
+
+
+def test_an_error_line_that_names_its_rank_is_the_last_resort() -> None:
+    text = "Caught signal 11 (SIGSEGV - invalid memory reference) on rank 5\nStack trace:\n   0: lbann::stack_trace::get()\n"
+    v = verdict(text, "segfault-native-crash")
+    assert v.rank == 5 and "error line names the rank" in v.reason
+    # a line that is no error does not name the failing rank
+    assert verdict("step 10 done on rank 5\nSegmentation fault (core dumped)\n", "segfault-native-crash").rank != 5

@@ -27,7 +27,7 @@ from denpex_ml.features.fingerprints import FingerprintHit
 from denpex_ml.features.structure import StructureFeatures
 from denpex_ml.logs.bundle import LogBundle
 from denpex_ml.model.featurize import JobAnalysis
-from denpex_ml.model.rank_clues import launcher_failed_worker, rank_named_in
+from denpex_ml.model.rank_clues import error_line_naming_rank, launcher_failed_worker, rank_named_in
 from denpex_ml.taxonomy import FingerprintRole, Taxonomy
 from denpex_ml.taxonomy.groups import HANG_IDS
 
@@ -144,6 +144,8 @@ def find_initiator(
         why[0].append("in this failure the main process (rank 0) does the work the others wait for")
     if not score:
         failed = launcher_failed_worker(bundle)
+        if failed is None:
+            failed = error_line_naming_rank(bundle)
         if failed is not None:
             score[failed.rank] = 0.6
             why[failed.rank].append(failed.reason + " (no other evidence)")

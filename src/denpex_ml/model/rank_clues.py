@@ -29,9 +29,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from denpex_ml.features.select import is_error_line
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine
 
-__all__ = ["RankClue", "launcher_failed_worker", "rank_named_in"]
+__all__ = ["RankClue", "error_line_naming_rank", "launcher_failed_worker", "rank_named_in"]
 
 # the launcher's report of a worker that failed (a local rank)
 _LAUNCHER = re.compile(
@@ -57,6 +58,9 @@ _MPI_NOTICED = re.compile(
     # paddle.distributed.launch: "ABORT!!! Out of all 4 trainers, the trainer process with rank=[2] was aborted"
     r"|\bthe trainer process with rank=\[(?P<c>\d+)\] was aborted"
 )
+# MS-MPI's report after "job aborted:" / "[ranks] message": the rank with an error of its own
+# ("[1] process exited without calling finalize", "[0] fatal error"), the others "[0] terminated"
+_MSMPI_RANK = re.compile(r"^\[(?P<a>\d+)\] (?:fatal error|process exited without calling finalize)\s*$")
 # XLA's PjRt client naming the replica (device) whose execution failed: the process's device
 # ordinal, taken as the rank only on one host (as a launcher's local rank)
 _XLA_REPLICA = re.compile(r"\bExecution of replica (?P<a>\d+) failed")
@@ -133,8 +137,15 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
     if st is None:
         return None
     local_is_global = _single_host(bundle)  # a local rank is the rank only on one host
+    msmpi = False
     for line in st.lines:
         text = line.text
+        if text.startswith("job aborted:"):
+            msmpi = True
+        elif msmpi and text.startswith("["):
+            m = _MSMPI_RANK.search(text)
+            if m:
+                return RankClue(_group(m), "MS-MPI names it as the process that failed", line)
         if "Process name: [[" in text:
             m = _MPI_FIRST.search(text)
             if m:
@@ -152,4 +163,20 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
             clue = _srun_task(line, "srun reports this task failed first")
             if clue is not None:
                 return clue
+    return None
+
+
+def error_line_naming_rank(bundle: LogBundle) -> RankClue | None:
+    """The rank named by the first line no rank prefix claimed that reports an error of its own
+    (:func:`~denpex_ml.features.select.is_error_line`) in words that name the rank it happened on (LBANN's ``Caught signal 11 (SIGSEGV
+    ...) on rank 5``, an error ``for rank 3``), when no fingerprint line carried a rank."""
+    st = bundle.streams.get(GLOBAL_STREAM)
+    if st is None:
+        return None
+    for line in st.lines:
+        text = line.text
+        if "ank" in text and is_error_line(text):
+            m = _NAMED.search(text)
+            if m:
+                return RankClue(_group(m), "an error line names the rank it happened on", line)
     return None
