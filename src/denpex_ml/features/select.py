@@ -70,8 +70,7 @@ _EXCEPTION_SCREEN = re2.compile(
     rb"[Ff]ailure: |failed: |Failed, |[Cc]onnection refused|killed|"
     rb"terminating (?:due to|with) uncaught exception|has taken over [\d.]+ seconds|command not found|"
     rb"[Cc]ould not resolve hostname|will now abort|MPI_ABORT was invoked|submit error|TT_FATAL|\|\s*FATAL\s*\||"
-    rb"lua: |luajit: |stack traceback:|Caught Win32 exception|job aborted:|"
-    + GLOG_ERROR.encode() + rb"|"
+    rb"lua: |luajit: |stack traceback:|Caught Win32 exception|job aborted:|" + GLOG_ERROR.encode() + rb"|"
     rb"(?:[a-z_][a-z0-9_]*\.){1,6}[A-Z][A-Za-z0-9]*: "
 )
 

@@ -25,6 +25,7 @@ import re2
 
 __all__ = [
     "CTIME_TIMESTAMP",
+    "GLOG_ERROR",
     "HOSTNAME",
     "HOST_PREFIX",
     "HOST_PREFIX_SCREEN",
@@ -34,7 +35,6 @@ __all__ = [
     "NCCL_HOST",
     "NOT_FAST_PATTERN",
     "RANK_TAG",
-    "GLOG_ERROR",
     "SALIENT_PATTERN",
     "SYSLOG_LINE_TIME",
     "SYSLOG_TIMESTAMP",

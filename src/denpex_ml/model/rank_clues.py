@@ -168,8 +168,9 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
 
 def error_line_naming_rank(bundle: LogBundle) -> RankClue | None:
     """The rank named by the first line no rank prefix claimed that reports an error of its own
-    (:func:`~denpex_ml.features.select.is_error_line`) in words that name the rank it happened on (LBANN's ``Caught signal 11 (SIGSEGV
-    ...) on rank 5``, an error ``for rank 3``), when no fingerprint line carried a rank."""
+    (:func:`~denpex_ml.features.select.is_error_line`) in words that name the rank it happened
+    on (LBANN's ``Caught signal 11 (SIGSEGV ...) on rank 5``, an error ``for rank 3``), when no
+    fingerprint line carried a rank."""
     st = bundle.streams.get(GLOBAL_STREAM)
     if st is None:
         return None
