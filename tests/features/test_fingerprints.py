@@ -1175,3 +1175,57 @@ def test_tensorflow_checks_old_cudnn_pairs_pil_decoding_and_a_kill_after_a_progr
 )
 def test_caffe_lmdb_and_snapshots_lua_torch_windows_mpi_and_old_stacks_memory(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("RuntimeError: Device 0 does not have CUDA compute capability 5.0 or greater", "cuda-driver-mismatch"),
+        ("F0101 10:00:00.000000  4242 hl_cuda_cudnn.cc:171] Check failed: (cudnn_cuh_major < 4 && cudnn_dso_major < 4) || (cudnn_cuh_major == cudnn_dso_major) [cudnn init] libcudnn v7 with header v5 unmatched!", "cuda-driver-mismatch"),
+        ("Dilations conv is not supported in this cuDNN version(5.1.10). at [/paddle/platform/cudnn_helper.h:329]", "cuda-driver-mismatch"),
+        ("luajit: /opt/torch/share/lua/5.1/nn/THNN.lua:109: bad argument #3 to 'v' (cannot convert 'struct THLongTensor *' to 'struct THCudaTensor *')", "uncaught-exception-crash"),
+        ("\t[C]: in function 'assert'", "uncaught-exception-crash"),
+        ("2019-01-01 10:00:00 [job] [ERROR] Train Caffe Model: Out of memory in safe_reserve: 589390848 > 0 + 583860224 on device 1", "cuda-oom"),
+        ("Name: Check failed: err == cudaSuccess (2 vs. 0) : mxnet_generic_kernel ErrStr:out of memory", "cuda-oom"),
+        ("Out of memory on device. To view more detail about available memory on the GPU, use 'gpuDevice()'.", "cuda-oom"),
+        ("luajit: /opt/lua/5.1/dp/data/mnist.lua:104: $ Torch: not enough memory: you tried to allocate 0GB. Buy new RAM!", "host-oom"),
+        ("10:00:00.000 [main] WARN  o.n.j.handler.impl.CudaZeroHandler - No available [HOST] memory, sleeping for a while...", "host-oom"),
+        ("EXCEPTION occurred: bad allocation", "host-oom"),
+        ("RuntimeError: module compiled against API version 0xb but this version of numpy is 0xa", "missing-module"),
+        ("Exception in main training loop: nvrtc: error: failed to open libnvrtc-builtins.so.", "missing-module"),
+        ("Reason: No collective ops available, API error. Is a collectives library installed?", "missing-module"),
+        ("ERROR: USE_NCCL := 1 must be specified for multi-GPU", "missing-module"),
+        ("*** Error in `lua': realloc(): invalid next size: 0x00000001408cc890 ***", "segfault-native-crash"),
+        ("#  EXCEPTION_ACCESS_VIOLATION (0xc0000005) at pc=0x00000000695f7010, pid=6148, tid=0x10fc", "segfault-native-crash"),
+        ("# A fatal error has been detected by the Java Runtime Environment:", "segfault-native-crash"),
+        ("段错误 (核心已转储)", "segfault-native-crash"),
+        ("EXCEPTION occurred: The training criterion is not a number (NAN).", "loss-nan-divergence"),
+        (" Epoch[ 1 of 30]-Minibatch[   1- 500]: ce = 1.#QNAN000 * 5000; errs = 0.000% * 5000", "loss-nan-divergence"),
+        ("Input file '../Data/Train_cntk_text.txt' is not open.", "file-not-found"),
+        ("RuntimeError: Cannot open file '/data/ILSVRC2012_img_train/n02494079/n02494079_268.JPEG'", "file-not-found"),
+        ("WARNING ([5.5]:SelectGpuId():cu-device.cc:197) Will try again to get a GPU after 20 seconds.", "duplicate-gpu-assignment"),
+    ],
+)
+def test_old_stacks_cudnn_pairs_lua_errors_java_crashes_and_windows_nan(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OSError: [Errno 24] Too many open files: '/tmp/pymp-tgep00l9'",
+        "Check failed: error == cudaSuccess (6 vs. 0)  the launch timed out and was terminated",
+    ],
+)
+def test_file_descriptor_limits_and_display_watchdogs_lie_outside_the_taxonomy(line: str) -> None:
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+
+
+def test_darknet_nan_averages_over_no_matched_box_are_not_divergence() -> None:
+    """Darknet prints nan IoU when a batch matched no box (a 0/0 average): harmless early in training."""
+    m = FingerprintMatcher(load_taxonomy())
+    benign = "Region Avg IOU: nan, Class: nan, Obj: nan, No Obj: 0.491568, Avg Recall: nan,  count: 0"
+    diverged = "Region Avg IOU: -nan, Class: -nan, Obj: -nan, No Obj: -nan, Avg Recall: 0.000000,  count: 12"
+    assert "loss-nan-divergence" not in _entries(m, benign)
+    assert _strongest_root_cause(diverged) == "loss-nan-divergence"
