@@ -115,6 +115,8 @@ class CachedEncoder:
         self.dim = inner.dim
         self.max_items = max_items
         self.calls = 0  #: texts actually sent to the inner encoder
+        #: texts added to the cache so far (encoded or preloaded): a store saves only when it grew
+        self.inserted = 0
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         #: texts encoded since the last :meth:`take_new` (None: not tracked - a long-lived
         #: process never pays for it)
@@ -125,6 +127,8 @@ class CachedEncoder:
         for t, v in items:
             if len(self._cache) >= self.max_items:
                 break
+            if t not in self._cache:
+                self.inserted += 1
             self._cache[t] = np.asarray(v, dtype=np.float32)
 
     def items(self) -> list[tuple[str, np.ndarray]]:
@@ -143,6 +147,7 @@ class CachedEncoder:
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if missing:
             self.calls += len(missing)
+            self.inserted += len(missing)
             vecs = self.inner.encode(missing)
             for t, v in zip(missing, vecs, strict=True):
                 self._cache[t] = v

@@ -39,26 +39,26 @@ class RetrievalIndex:
         """Per class: the best similarity, and the similarity-weighted share of the top-k votes.
 
         ``exclude`` (n_queries, n) masks bank rows per query (out-of-fold features for training).
+        Vectorised over the queries: the per-class best by one reduction over the bank sorted by
+        class, the k nearest by :func:`_top_k`, the votes by one scatter-add.
         """
         sims = self.similarities(queries)
         if exclude is not None:
             sims = np.where(exclude, -np.inf, sims)
         n_q = sims.shape[0]
         best = np.full((n_q, self.n_classes), -1.0, dtype=np.float32)
-        for c in range(self.n_classes):
-            cols = self.labels == c
-            if cols.any():
-                best[:, c] = np.max(sims[:, cols], axis=1)
+        if sims.shape[1]:
+            order = np.argsort(self.labels, kind="stable")
+            present, starts = np.unique(self.labels[order], return_index=True)
+            best[:, present] = np.maximum.reduceat(sims[:, order], starts, axis=1)
         best[~np.isfinite(best)] = -1.0
         votes = np.zeros((n_q, self.n_classes), dtype=np.float32)
         k = min(self.k, sims.shape[1])
         if k:
-            top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-            for i in range(n_q):
-                for j in top[i]:
-                    s = sims[i, j]
-                    if np.isfinite(s):
-                        votes[i, self.labels[j]] += max(float(s), 0.0)
+            top = _top_k(sims, k)
+            s = np.take_along_axis(sims, top, axis=1)
+            weight = np.where(np.isfinite(s), np.maximum(s, 0.0), 0.0).astype(np.float32)
+            np.add.at(votes, (np.repeat(np.arange(n_q), k), self.labels[top].ravel()), weight.ravel())
             totals = votes.sum(axis=1, keepdims=True)
             totals[totals == 0] = 1.0
             votes /= totals
@@ -68,3 +68,22 @@ class RetrievalIndex:
         sims = self.similarities(query)[0]
         idx = np.argsort(-sims)[:n]
         return [(int(i), float(sims[i])) for i in idx]
+
+
+#: from this many similarities on, the k nearest come from torch's top-k (about ten times
+#: numpy's argpartition on one thread; torch is imported only then - a single query never needs it)
+TORCH_TOP_K_FROM = 1_000_000
+
+
+def _top_k(sims: np.ndarray, k: int) -> np.ndarray:
+    """Column indices of the ``k`` largest similarities of each row (in no particular order).
+    Ties at the k-th place may be broken differently by the two paths."""
+    if sims.size >= TORCH_TOP_K_FROM:
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - torch is a dependency
+            pass
+        else:
+            return torch.topk(torch.from_numpy(np.ascontiguousarray(sims)), k, dim=1, sorted=False).indices.numpy()
+    return np.argpartition(sims, sims.shape[1] - k, axis=1)[:, -k:]
+

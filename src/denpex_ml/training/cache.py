@@ -148,29 +148,51 @@ class EmbeddingStore:
     def __init__(self, root: Path, encoder_name: str) -> None:
         self.root = root
         self.path = root / "embeddings" / (re.sub(r"[^\w.-]+", "_", encoder_name) + ".npz")
+        #: the encoder's ``inserted`` count when its cache last equalled the file (None: never)
+        self._in_file: int | None = None
 
     def load_into(self, encoder: CachedEncoder) -> int:
-        """Fill ``encoder``'s cache; returns the number of templates loaded."""
+        """Fill ``encoder``'s cache; returns the number of templates loaded. Texts are stored as
+        one UTF-8 buffer and where each ends (a fixed-width string array pads every text to the
+        longest one: a few long templates made the file hundreds of MB); files of the older
+        layout (``texts``) are read too."""
         if not self.path.exists():
             return 0
         try:
             with np.load(self.path, allow_pickle=False) as z:
-                texts, vecs = z["texts"], z["vectors"]
-        except (OSError, ValueError, KeyError):
+                vecs = z["vectors"]
+                current = "text_utf8" in z.files
+                if current:
+                    blob, ends = z["text_utf8"].tobytes(), z["text_ends"]
+                    starts = np.concatenate([[0], ends[:-1]]) if len(ends) else ends
+                    texts = [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends, strict=True)]
+                else:
+                    texts = [str(t) for t in z["texts"]]
+        except (OSError, ValueError, KeyError, UnicodeDecodeError):
             return 0
         if vecs.ndim != 2 or vecs.shape[1] != encoder.dim or len(texts) != len(vecs):
             return 0
-        encoder.preload(zip((str(t) for t in texts), vecs, strict=True))
+        before = encoder.inserted
+        encoder.preload(zip(texts, vecs, strict=True))
+        # the cache equals the file only if it held nothing before (an older layout is rewritten)
+        self._in_file = encoder.inserted if before == 0 and current else None
         return len(texts)
 
     def save_from(self, encoder: CachedEncoder) -> None:
+        """Write ``encoder``'s cache to the file, unless it holds nothing the file lacks (a warm
+        retrain embeds no new template: rewriting the file cost seconds for nothing)."""
+        if self._in_file is not None and encoder.inserted == self._in_file and self.path.exists():
+            return
         items = encoder.items()
         if not items:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        texts = np.asarray([t for t, _ in items], dtype=str)
+        encoded = [t.encode("utf-8", "surrogatepass") for t, _ in items]
+        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        ends = np.cumsum([len(b) for b in encoded], dtype=np.int64)
         vecs = np.stack([v for _, v in items]).astype(np.float32)
-        _atomic_write(self.path, lambda fh: np.savez(fh, texts=texts, vectors=vecs))
+        _atomic_write(self.path, lambda fh: np.savez(fh, text_utf8=blob, text_ends=ends, vectors=vecs))
+        self._in_file = encoder.inserted
 
 
 def generator_signature(taxonomy: Taxonomy, per_class: tuple[int, int, int], seed: int) -> str:

@@ -173,14 +173,15 @@ class _Setup:
 def _setup(config: TrainConfig, cache_dir: str | Path | None) -> _Setup:
     taxonomy = load_taxonomy(config.taxonomy_dirs)
     encoder = CachedEncoder(make_encoder(config.encoder, models_root()))
+    emb_store: EmbeddingStore | None = None
+    if cache_dir is not None:  # before the featurizer embeds its line bank: those are in the file
+        emb_store = EmbeddingStore(Path(cache_dir), encoder.name)
+        emb_store.load_into(encoder)
     matcher = FingerprintMatcher(taxonomy)
     featurizer = Featurizer(matcher, encoder, max_lines=config.max_lines, taxonomy=taxonomy)
     store: FeatureStore | None = None
-    emb_store: EmbeddingStore | None = None
     if cache_dir is not None:
         store = FeatureStore(Path(cache_dir), featurizer_signature(featurizer, taxonomy), featurizer.n_base_features)
-        emb_store = EmbeddingStore(Path(cache_dir), encoder.name)
-        emb_store.load_into(encoder)
     labels = matcher.labels
     layout = FeatureLayout(
         len(labels), len(STRUCTURE_NAMES), encoder.dim, len(HANG_FEATURE_NAMES), featurizer.fp_per_class
