@@ -446,6 +446,30 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/training/test_split_cache.py",),
         "cached synthetic splits reused after the taxonomy changed",
     ),
+    Mutant(
+        "embedding-store-rewritten-when-unchanged",
+        "src/denpex_ml/training/cache.py",
+        "        if self._in_file is not None and encoder.inserted == self._in_file and self.path.exists():\n            return\n",
+        "",
+        ("tests/training/test_embedding_store.py",),
+        "the template-embedding file rewritten on every retrain although nothing new was embedded",
+    ),
+    Mutant(
+        "embedding-store-trusts-a-prefilled-encoder",
+        "src/denpex_ml/training/cache.py",
+        "self._in_file = encoder.inserted if before == 0 and current else None",
+        "self._in_file = encoder.inserted if current else None",
+        ("tests/training/test_embedding_store.py",),
+        "templates cached before the file was read are never written",
+    ),
+    Mutant(
+        "retrieval-votes-ignore-similarity",
+        "src/denpex_ml/model/retrieval.py",
+        "weight = np.where(np.isfinite(s), np.maximum(s, 0.0), 0.0).astype(np.float32)",
+        "weight = np.where(np.isfinite(s), 1.0, 0.0).astype(np.float32)",
+        ("tests/model/test_retrieval.py",),
+        "top-k votes counted, not weighted by similarity",
+    ),
     # -- featurisation -----------------------------------------------------------------------------
     Mutant(
         "featurize-max-lines-cap-off",

@@ -1229,3 +1229,51 @@ def test_darknet_nan_averages_over_no_matched_box_are_not_divergence() -> None:
     diverged = "Region Avg IOU: -nan, Class: -nan, Obj: -nan, No Obj: -nan, Avg Recall: 0.000000,  count: 12"
     assert "loss-nan-divergence" not in _entries(m, benign)
     assert _strongest_root_cause(diverged) == "loss-nan-divergence"
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("NotFoundError: No registered 'PyFunc' OpKernel for CPU devices compatible with node {{node PyFunc}}", "uncaught-exception-crash"),
+        ("OutOfRangeError (see above for traceback): FIFOQueue '_1_batch_join/fifo_queue' is closed and has insufficient elements (requested 9, current size 0)", "uncaught-exception-crash"),
+        ("W op_kernel.cc:1318] OP_REQUIRES failed at example_parsing_ops.cc:240 : Invalid argument: Key: input_mask. Can't parse serialized Example.", "uncaught-exception-crash"),
+        ("Undefined function or variable 'numGpus'.", "uncaught-exception-crash"),
+        ("UnusedInputError: theano.function was asked to create a function computing outputs given certain inputs", "uncaught-exception-crash"),
+        ("/usr/local/share/lua/5.1/nn/THNN.lua:110: wrong number of arguments for function call", "uncaught-exception-crash"),
+        ("These bindings are for CUDNN 5.x (5005 <= cudnn.version > 6000) , while the loaded CuDNN is version: 7101", "cuda-driver-mismatch"),
+        ("torch/install/share/lua/5.1/cudnn/ffi.lua:1603: 'libcudnn (R5) not found in library path.", "cuda-driver-mismatch"),
+        ("UnimplementedError: File system scheme '[local]' not implemented (file: 'train-images-idx3-ubyte')", "file-not-found"),
+        ("DATA and FILTERS are not both CPU or GPU arrays.", "tensor-device-mismatch"),
+        ("[1] [1] MPI startup(): ofi fabric is not available and fallback fabric is not enabled", "nccl-init-failure"),
+        ("[1] node-a.329747PSM2 can't open hfi unit: -1 (err=23)", "nccl-init-failure"),
+        ("node-a:SCM:22fc4:aab49500: 127246108 us(127246108 us!!!):  open_hca: failed to init cr pipe - Connection timed out", "nccl-init-failure"),
+        ("> > Invalid MEX-file", "missing-module"),
+        ("Attempt to execute SCRIPT vl_nnconv as a function:", "missing-module"),
+        ("RuntimeError: CUDA environment is not correctly set up", "missing-module"),
+        ('[libprotobuf ERROR google/protobuf/text_format.cc:245] Error parsing text-format caffe.NetParameter: 213:3: Unknown enumeration value of "MULTI_STAGE_MEANFIELD" for field "type".', "missing-module"),
+        ("ResourceExhaustedError: OOM when allocating tensor with shape[510,510,510,510] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu", "host-oom"),
+        ("Train iteration 74400 / 1000000: total_loss:1148700065792.0, conf_loss:1743442149376.0", "loss-nan-divergence"),
+    ],
+)
+def test_tf1_pipelines_matlab_theano_lua_bindings_tpu_paths_and_mpi_fabrics(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_a_tensorflow_oom_on_the_gpu_stays_gpu_memory() -> None:
+    line = "OOM when allocating tensor with shape[100,256,28,28] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"
+    assert _strongest_root_cause(line) == "cuda-oom"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "PANIC: unprotected error in call to Lua API (not enough memory)",
+        "FATAL THREAD PANIC: (write) not enough memory",
+        "Op type not registered 'XRTAllocateFromTensor' in binary running on node-a. Make sure the Op and Kernel are registered",
+        "WARNING:tensorflow:Your input ran out of data; interrupting training. Make sure that your dataset or generator can generate at least `steps_per_epoch * epochs` batches",
+        "Illegal instruction ( core dumped creato )",
+    ],
+)
+def test_luajit_heaps_tpu_runtime_versions_and_exhausted_inputs_lie_outside_the_taxonomy(line: str) -> None:
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
