@@ -1286,3 +1286,47 @@ def test_no_fingerprint_needs_pythons_re_on_every_line() -> None:
     m = FingerprintMatcher(load_taxonomy())
     per_line = [m.fingerprints[i][1].pattern for i, _ in m._python_per_line]
     assert per_line == []
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("INFO:root:[Epoch 0][Batch 1], Speed: 24.210 samples/sec, CrossEntropy=2911234189311495764698741583380480.000, SmoothL1=nan", "loss-nan-divergence"),
+        ("Epoch[0] Batch [200]  Speed: 1.11 samples/sec Train-RPNAcc=0.797503,  RPNLogLoss=0.509807,    RPNL1Loss=nan,", "loss-nan-divergence"),
+        ("iteration : 7, losses : nan", "loss-nan-divergence"),
+        ("InvalidArgumentError (see above for traceback): Nan in summary histogram for: ssd/conv4_3_normalized_hist", "loss-nan-divergence"),
+        ("E0731 17:34:52.597481 20328 common.cpp:103] Cannot create Cublas handle. Cublas won't be available.", "cuda-driver-mismatch"),
+        ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", "cuda-driver-mismatch"),
+        ("/usr/include/stdc-predef.h:59:1: fatal error: cuda_runtime.h: No such file or directory", "missing-module"),
+        ("    Invalid MEX-file '/home/user/matconvnet/matlab/mex/vl_nnconv.mexa64': libcudnn.so.4: cannot open shared object file: No such file or directory", "missing-module"),
+        ("slurmstepd: error: Job 7518 exceeded memory limit (626359956 > 512000000), being killed", "host-oom"),
+    ],
+)
+def test_metric_lines_that_diverge_caffe_handles_toolkit_headers_and_slurm_memory(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "INFO: Waiting for existing lock by process '14569' (I am process '14570')",
+        "NotFoundError: '__inference__tpu_init_fn_4' is neither a type of a primitive operation nor a name of a function registered in binary running on node-a.",
+    ],
+)
+def test_compile_cache_locks_and_tpu_function_mismatches_lie_outside_the_taxonomy(line: str) -> None:
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2019-11-22 08:22:53.047730: W tensorflow/core/common_runtime/base_collective_executor.cc:216] BaseCollectiveExecutor::StartAbort Out of range: End of sequence",
+        "W tensorflow/core/kernels/data/cache_dataset_ops.cc:822] The calling iterator did not fully read the dataset being cached.",
+        "W tensorflow/core/kernels/data/generator_dataset_op.cc:103] Error occurred when finalizing GeneratorDataset iterator: Cancelled: Operation was cancelled",
+    ],
+)
+def test_tf_data_end_of_epoch_warnings_are_benign(line: str) -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    assert m.is_benign(line)
+    assert _hits(line) == []
