@@ -79,3 +79,22 @@ def test_a_file_of_the_older_fixed_width_layout_still_loads(tmp_path: Path) -> N
     store.save_from(enc)  # rewritten in the current layout
     with np.load(store.path) as z:
         assert "text_utf8" in z.files
+
+
+def test_a_second_training_setup_on_the_same_cache_rewrites_nothing(tmp_path: Path) -> None:
+    """The trainer reads the file before the featurizer embeds its line bank: otherwise those
+    lines count as new and every warm retrain rewrote the whole file."""
+    from denpex_ml.training.config import TrainConfig
+    from denpex_ml.training.trainer import _setup
+
+    cfg = TrainConfig(encoder="hashing:64")
+    first = _setup(cfg, tmp_path)
+    assert first.emb_store is not None
+    first.emb_store.save_from(first.encoder)
+    written = first.emb_store.path.stat().st_mtime_ns
+    again = _setup(cfg, tmp_path)
+    assert again.emb_store is not None
+    again.emb_store.path.touch()
+    touched = again.emb_store.path.stat().st_mtime_ns
+    again.emb_store.save_from(again.encoder)
+    assert again.emb_store.path.stat().st_mtime_ns == touched >= written

@@ -25,6 +25,9 @@ class RetrievalIndex:
     def __post_init__(self) -> None:
         self.vectors = np.asarray(self.vectors, dtype=np.float32)
         self.labels = np.asarray(self.labels, dtype=np.int64)
+        # the bank's columns grouped by class, once per bank (each query reduces over the groups)
+        self._order = np.argsort(self.labels, kind="stable")
+        self._present, self._starts = np.unique(self.labels[self._order], return_index=True)
 
     @property
     def n_features(self) -> int:
@@ -48,9 +51,7 @@ class RetrievalIndex:
         n_q = sims.shape[0]
         best = np.full((n_q, self.n_classes), -1.0, dtype=np.float32)
         if sims.shape[1]:
-            order = np.argsort(self.labels, kind="stable")
-            present, starts = np.unique(self.labels[order], return_index=True)
-            best[:, present] = np.maximum.reduceat(sims[:, order], starts, axis=1)
+            best[:, self._present] = np.maximum.reduceat(sims[:, self._order], self._starts, axis=1)
         best[~np.isfinite(best)] = -1.0
         votes = np.zeros((n_q, self.n_classes), dtype=np.float32)
         k = min(self.k, sims.shape[1])
