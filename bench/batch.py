@@ -13,6 +13,11 @@ as a subprocess in its own session: wall time from ``time.perf_counter`` around 
 process, jobs/s = jobs / wall; the process tree is polled with psutil every 0.2 s for RSS.
 When the command does not exist (``denpex-ml score --help`` fails) every row says "not
 available" and nothing is generated.
+
+A last row is the many-small-jobs case: the first :data:`SMALL_REAL_JOBS` real logs of
+``data/real/real-logs.jsonl`` (by id; a few KB each), one file per job, scored through the
+same command with the largest worker count, start-up included: there the per-job overhead
+(process start, model load, result writing) is the cost, not the bytes.
 """
 
 from __future__ import annotations
@@ -48,11 +53,15 @@ __all__ = [
     "pad_rank_files",
     "run_score_once",
     "write_batch_jobs",
+    "write_small_real_jobs",
 ]
 
 #: bump when the generated job folders change (with bench.gen_log.GENERATOR_VERSION in the name)
 BATCH_VERSION = 1
 POLL_S = 0.2
+#: the many-small-jobs case: this many real logs, one file each (#19's "43 small real jobs")
+SMALL_REAL_JOBS = 43
+REAL_LOGS = REPO / "data" / "real" / "real-logs.jsonl"
 _NCCL_HEAD = re.compile(r"NCCL (INFO|WARN)")
 
 
@@ -168,6 +177,26 @@ def write_batch_jobs(
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
     log(f"  generated {total / MB:.0f} MB in {time.perf_counter() - t0:.1f}s")
     return root, manifest
+
+
+def write_small_real_jobs(cache: Path, n_jobs: int = SMALL_REAL_JOBS, source: Path = REAL_LOGS) -> tuple[Path, int]:
+    """The first ``n_jobs`` real logs of ``source`` (sorted by id), one ``NNN.log`` file each, in a
+    folder of ``cache`` written once; (folder, total bytes)."""
+    records = sorted(
+        (json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()),
+        key=lambda r: str(r["id"]),
+    )[:n_jobs]
+    if len(records) < n_jobs:
+        raise RuntimeError(f"{source} holds {len(records)} logs, {n_jobs} asked")
+    root = cache / f"small-real-{n_jobs}"
+    texts = [r["log"] if r["log"].endswith("\n") else r["log"] + "\n" for r in records]
+    if not root.is_dir() or len(list(root.iterdir())) != n_jobs:
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        for i, text in enumerate(texts):
+            (root / f"{i:03d}.log").write_text(text, encoding="utf-8")
+    return root, sum(len(t.encode()) for t in texts)
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -366,6 +395,18 @@ def bench_batch(
             log(f"{cfg.name}: {r['wall_s']:.1f}s, {r['jobs_per_s']:.2f} jobs/s, tree peak {r['tree_peak_mb']:.0f} MB")
         rows.append(aggregate_runs(cfg.name, runs))
     rows += skipped
+    small_dir, small_bytes = write_small_real_jobs(cache)
+    small = BatchConfig(
+        f"{SMALL_REAL_JOBS} small real jobs, {max(workers)} workers", max(workers), "local" if score.engine_flag else None
+    )
+    runs = []
+    for i in range(repeat):
+        log(f"{small.name}: run {i + 1}/{repeat}")
+        r = run_score_once(score, small_dir, small, SMALL_REAL_JOBS, timeout_s=timeout_s)
+        runs.append(r)
+        if not r["ok"]:
+            break
+    rows.append({**aggregate_runs(small.name, runs), "total_kb": small_bytes / 1000})
     return {
         "available": True,
         "jobs_dir": str(jobs_dir),

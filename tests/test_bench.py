@@ -329,3 +329,17 @@ def test_ingest_bench_times_a_job_of_rank_files(tmp_path: Path) -> None:
     assert int(r["size_bytes"]) > 200_000  # type: ignore[call-overload]
     assert int(r["grep_count"]) >= int(r["lines"]) > 1000  # type: ignore[call-overload]
     assert float(r["ingest_mb_s"]) > 0  # type: ignore[arg-type]
+
+
+def test_small_real_jobs_are_the_first_real_logs_one_file_each(tmp_path: Path) -> None:
+    src = tmp_path / "real.jsonl"
+    src.write_text(
+        "\n".join(json.dumps({"id": i, "log": f"log of {i}"}) for i in ("c", "a", "b", "d")) + "\n", encoding="utf-8"
+    )
+    root, total = batch.write_small_real_jobs(tmp_path / "cache", 3, src)
+    files = sorted(root.iterdir())
+    assert [f.read_text() for f in files] == ["log of a\n", "log of b\n", "log of c\n"]
+    assert total == sum(f.stat().st_size for f in files)
+    assert batch.write_small_real_jobs(tmp_path / "cache", 3, src)[0] == root  # written once, then reused
+    with pytest.raises(RuntimeError, match="holds 4 logs, 5 asked"):
+        batch.write_small_real_jobs(tmp_path / "cache2", 5, src)

@@ -484,7 +484,7 @@ def test_an_outside_service_refusing_or_unreachable_over_http_lies_outside_the_t
             "[node-a:0/8] 2022-02-21 11:44:54,398 (ctc:74) WARNING: 1/2 samples got nan grad. These were ignored for CTC loss.",
             "loss-nan-divergence",
         ),
-        ("RuntimeError: Distributed package doesn't have NCCL built in", "uncaught-exception-crash"),
+        ("RuntimeError: Distributed package doesn't have MPI built in", "uncaught-exception-crash"),
     ],
 )
 def test_espnet_nan_gradients_and_a_backend_missing_from_the_build(line: str, entry: str) -> None:
@@ -1330,3 +1330,25 @@ def test_tf_data_end_of_epoch_warnings_are_benign(line: str) -> None:
     m = FingerprintMatcher(load_taxonomy())
     assert m.is_benign(line)
     assert _hits(line) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("CUDA SETUP: Required library version not found: libbitsandbytes_cuda122.so. Maybe you need to compile it from source?", "cuda-driver-mismatch"),
+        ("CUDA SETUP: CUDA detection failed! Possible reasons:", "cuda-driver-mismatch"),
+        ("ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0", "cuda-driver-mismatch"),
+        ("GPUTooOldForTriton: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler", "cuda-driver-mismatch"),
+        ("ptxas /tmp/compile-ptx-src-38292b, line 100; error   : Feature '.bf16' requires .target sm_80 or higher", "cuda-driver-mismatch"),
+        ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared object file: no such file or directory: unknown.", "cuda-driver-mismatch"),
+        ("RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/conda/conda-bld/pytorch/work/aten/src/THC/THCBlas.cu:258", "cuda-driver-mismatch"),
+        ("Unable to load any of {libcudnn_ops.so.9.1.0, libcudnn_ops.so.9.1, libcudnn_ops.so.9, libcudnn_ops.so}", "missing-module"),
+        ("RuntimeError: Library cublas64_11.dll is not found or cannot be loaded", "missing-module"),
+        ("onnxruntime::ProviderLibrary::Get [ONNXRuntimeError] : 1 : FAIL : LoadLibrary failed with error 126 \"\" when trying to load \"onnxruntime_providers_cuda.dll\"", "missing-module"),
+        ("RuntimeError: Distributed package doesn't have NCCL built in", "nccl-init-failure"),
+        ("  Check failed: (__e == VK_SUCCESS) is false: Vulkan Error, code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY", "cuda-oom"),
+        ("    There is not enough space on the disk. (os error 112)", "storage-io-failure"),
+    ],
+)
+def test_library_fallbacks_old_gpus_for_new_kernels_windows_dlls_and_vulkan_memory(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry

@@ -459,6 +459,7 @@ def test_odd_values_ignore_frames_and_collective_reports_other_rules_read() -> N
         "Collective instance 223 expected 8 elements but got 6",
         "HYBRID-EP ALLGATHER TIMEOUT:SM 13 [0]:expecting 5792 got 5791",
         "MPI_Waitany, MPI error 782: Message truncated, error stack:",
+        "E tensorflow/core/common_runtime/ring_alg.cc:279] Aborting RingReduce with Out of range: [_Derived_]End of sequence",
         "ERROR   ENC:validate_neff_cc_ops  [nec_dev 0] mismatching number of cc ops, expected 3 received 6.",
     ],
 )
@@ -466,6 +467,18 @@ def test_other_stacks_words_for_a_timed_out_or_disagreeing_collective_are_a_hang
     assert _report(line + "\n").is_hang
     # the same stacks' ordinary errors are not
     assert not _report("[Error]: The model file could not be read.\n").is_hang
+
+
+def test_a_dataset_ending_an_epoch_is_no_hang_unless_it_aborts_a_ring_collective() -> None:
+    # TensorFlow 2.0/2.1 logs this at the end of every finite Keras epoch (three healthy real logs)
+    end = (
+        "W tensorflow/core/common_runtime/base_collective_executor.cc:216] "
+        "BaseCollectiveExecutor::StartAbort Out of range: End of sequence\n"
+    )
+    assert not _report(end * 3).is_hang
+    # one worker ran out of data while the others were in a ring all-reduce: uneven inputs, a hang
+    ring = "E tensorflow/core/common_runtime/ring_alg.cc:279] Aborting RingReduce with Out of range: End of sequence\n"
+    assert _report(ring + end).is_hang
 
 
 def test_odd_values_ignore_clock_times_and_read_logger_lines() -> None:

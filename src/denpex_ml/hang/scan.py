@@ -75,14 +75,17 @@ _OTHER_HANG = re.compile(
     r"DeepEP (?:dispatch|combine)\b.*\btimeout|DeepEP timeout check failed|DeepEP error: timeout|WorkNCCL::checkTimeout"
 )
 #: other stacks' words for a collective or device wait that timed out, or ranks whose collectives
-#: disagree: Ascend's stream and AI-core timeouts, TensorFlow's collective executor, HybridEP's
+#: disagree: Ascend's stream and AI-core timeouts, TensorFlow's collective executor (its abort at a
+#: dataset's "End of sequence" is every finite Keras epoch's end, not a hang, unless a ring
+#: collective was aborted by it: one worker ran out of data while the others reduced), HybridEP's
 #: timeouts, MPI's truncated message, AWS Neuron's replica groups with different collective ops
 _OTHER_STACK_HANG = re.compile(
     r"In the specified timeout waiting event|rtStreamSynchronizeWithTimeout|Vector core execution timed out|"
-    r"BaseCollectiveExecutor::StartAbort|Collective instance \d+ expected|HYBRID-EP \w+ TIMEOUT|"
+    r"BaseCollectiveExecutor::StartAbort (?!Out of range)|Aborting Ring\w+ with |"
+    r"Collective instance \d+ expected|HYBRID-EP \w+ TIMEOUT|"
     r"MPI_ERR_TRUNCATE|MPI error \d+: Message truncated|mismatching number of cc ops"
 )
-_OTHER_STACK_HINTS = ("imeout", "timed out", "Collective", "TIMEOUT", "truncat", "TRUNCATE", "cc ops")
+_OTHER_STACK_HINTS = ("imeout", "timed out", "Collective", "Aborting Ring", "TIMEOUT", "truncat", "TRUNCATE", "cc ops")
 #: the top frame (``#0``) of a native thread that waits: a poll, a futex, a yield, a sleep, a blocking
 #: read or an MPI progress loop
 _NATIVE_WAIT_TOP = re.compile(

@@ -108,11 +108,10 @@ class ReadBudget:
 class _Metered(io.RawIOBase):
     """Reads ``inner`` at most ``feed`` bytes at a time, counting them as consumed by ``gauge``."""
 
-    def __init__(self, inner: BinaryIO, gauge: _Gauge, feed: int = _FEED, *, owns: bool = False) -> None:
+    def __init__(self, inner: BinaryIO, gauge: _Gauge, feed: int = _FEED) -> None:
         self._inner = inner
         self._gauge = gauge
         self._feed = feed
-        self._owns = owns
 
     def readable(self) -> bool:
         return True
@@ -123,14 +122,6 @@ class _Metered(io.RawIOBase):
         b[:n] = data
         self._gauge.consumed += n
         return n
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                if self._owns:
-                    self._inner.close()
-            finally:
-                super().close()
 
 
 class _Counting(io.RawIOBase):
@@ -167,15 +158,13 @@ class _Counting(io.RawIOBase):
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
         try:
-            data = self._inner.read(len(b))
+            n = self._inner.readinto(b) or 0  # straight into the caller's buffer: no copy
         except DenpexError:
             raise
         except _DECODE_ERRORS as exc:
             raise ArchiveError(
                 f"{display_name(self._gauge.name)}: corrupt or truncated compressed data ({exc})"
             ) from None
-        n = len(data)
-        b[:n] = data
         if n:
             if self._compressed is not None:
                 consumed = self._compressed()
