@@ -470,6 +470,22 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/model/test_retrieval.py",),
         "top-k votes counted, not weighted by similarity",
     ),
+    Mutant(
+        "hang-end-of-sequence-is-a-hang",
+        "src/denpex_ml/hang/scan.py",
+        'r"BaseCollectiveExecutor::StartAbort (?!Out of range)|Aborting Ring\\w+ with |"',
+        'r"BaseCollectiveExecutor::StartAbort|Aborting Ring\\w+ with |"',
+        ("tests/hang/test_analysis.py",),
+        "Keras' end-of-epoch StartAbort warning taken for a collective abort again (three healthy logs read as hangs)",
+    ),
+    Mutant(
+        "plain-file-counter-bypassed",
+        "src/denpex_ml/logs/sources.py",
+        "return _buffered(_Counting(_open_file(path, buffering=0), budget, gauge=_Gauge(rel)))",
+        "return _open_file(path)",
+        ("tests/logs/test_sources.py", "tests/logs/test_hardening_ingest.py"),
+        "a plain file read without charging its bytes to the read budget (max_total_bytes unenforced)",
+    ),
     # -- featurisation -----------------------------------------------------------------------------
     Mutant(
         "featurize-max-lines-cap-off",

@@ -1352,3 +1352,42 @@ def test_tf_data_end_of_epoch_warnings_are_benign(line: str) -> None:
 )
 def test_library_fallbacks_old_gpus_for_new_kernels_windows_dlls_and_vulkan_memory(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("RuntimeError: arguments are located on different GPUs at /pytorch/torch/lib/THC/generic/THCTensorMathBlas.cu:236", "tensor-device-mismatch"),
+        ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method", "uncaught-exception-crash"),
+        ("/AppleInternal/Library/BuildRoots/x/Library/Caches/com.apple.xbs/Sources/MetalPerformanceShaders/MPSCore/Types/MPSNDArray.mm:850: failed assertion `[MPSNDArray initWithDevice:descriptor:] Error: total bytes of NDArray > 2**32'", "segfault-native-crash"),
+        ("ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'", "cuda-driver-mismatch"),
+        ("nvrtc: error: invalid value for --gpu-architecture (-arch)", "cuda-driver-mismatch"),
+        ("2022-Mar-29 07:07:29.0082    11:11    ERROR   NRT:nrt_init    Unable to determine Neuron Driver version. Please check aws-neuron-dkms package is installed.", "cuda-driver-mismatch"),
+        ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmStridedBatchedEx(handle, opa, opb, (int)m, (int)n, (int)k, (void*)&falpha, a, CUDA_R_16BF, (int)lda)`", "cuda-driver-mismatch"),
+        ("Memory access fault by GPU node-2 (Agent handle: 0x55fea5592860) on address 0x7fc133800000. Reason: Page not present or supervisor privilege.", "cuda-illegal-memory-access"),
+        ("RuntimeError: Malloc for kernel output failed, Memory isn't enough, node:Default/Cast-op446", "cuda-oom"),
+        ("ERROR  NRT:nrt_tensor_allocate   Failed to allocate 268435456 bytes on NC 0: Allocation Failure", "cuda-oom"),
+        ("RuntimeError: Dataloader worker (pid 15623) is killed by signaled: Killed", "host-oom"),
+        ("[>>>>>>>>>> ] 1022/5000, 1.5 task/s, elapsed: 673s, ETA: 2621s已杀死", "host-oom"),
+        ("RuntimeError: neuronx-cc failed with -9", "host-oom"),
+        ("nvidia-container-cli: initialization error: nvml error: insufficient permissions: unknown", "permission-denied"),
+    ],
+)
+def test_old_thc_devices_fork_safety_metal_limits_new_architectures_and_other_accelerators_memory(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Lock file exists in build directory: '/home/user/.cache/torch_extensions/py38_cu118/nvdiffrast_plugin/lock'",
+        "RuntimeError: CUDA error: too many resources requested for launch",
+        "ERROR: CUDA error: too many resources requested for launch (code #701, ERROR_LAUNCH_OUT_OF_RESOURCES)",
+        "urllib.error.HTTPError: HTTP Error 403: rate limit exceeded",
+        "urllib.error.HTTPError: HTTP Error 503: Service Unavailable",
+        "wandb: ERROR Run initialization has timed out after 90.0 sec.",
+    ],
+)
+def test_stale_build_locks_launch_limits_and_outside_services_lie_outside_the_taxonomy(line: str) -> None:
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
