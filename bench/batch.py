@@ -382,31 +382,20 @@ def bench_batch(
         }
     jobs_dir, manifest = write_batch_jobs(cache, n_jobs, size_bytes, size_text)
     configs, skipped = batch_configs(workers, score)
-    rows: list[dict[str, Any]] = []
-    for cfg in configs:
-        runs = []
-        for i in range(repeat):
-            log(f"{cfg.name}: run {i + 1}/{repeat} ({n_jobs} jobs)")
-            r = run_score_once(score, jobs_dir, cfg, n_jobs, timeout_s=timeout_s)
-            runs.append(r)
-            if not r["ok"]:
-                log(f"{cfg.name}: FAILED (exit {r['returncode']}{', timed out' if r['timed_out'] else ''})")
-                break
-            log(f"{cfg.name}: {r['wall_s']:.1f}s, {r['jobs_per_s']:.2f} jobs/s, tree peak {r['tree_peak_mb']:.0f} MB")
-        rows.append(aggregate_runs(cfg.name, runs))
+    rows = [_timed_runs(score, jobs_dir, cfg, n_jobs, repeat, timeout_s, log) for cfg in configs]
     rows += skipped
     small_dir, small_bytes = write_small_real_jobs(cache)
     small = BatchConfig(
-        f"{SMALL_REAL_JOBS} small real jobs, {max(workers)} workers", max(workers), "local" if score.engine_flag else None
+        f"{SMALL_REAL_JOBS} small real jobs, {max(workers)} workers",
+        max(workers),
+        "local" if score.engine_flag else None,
     )
-    runs = []
-    for i in range(repeat):
-        log(f"{small.name}: run {i + 1}/{repeat}")
-        r = run_score_once(score, small_dir, small, SMALL_REAL_JOBS, timeout_s=timeout_s)
-        runs.append(r)
-        if not r["ok"]:
-            break
-    rows.append({**aggregate_runs(small.name, runs), "total_kb": small_bytes / 1000})
+    rows.append(
+        {
+            **_timed_runs(score, small_dir, small, SMALL_REAL_JOBS, repeat, timeout_s, log),
+            "total_kb": small_bytes / 1000,
+        }
+    )
     return {
         "available": True,
         "jobs_dir": str(jobs_dir),
@@ -415,6 +404,28 @@ def bench_batch(
         "total_mb": manifest["total_bytes"] / MB,
         "rows": rows,
     }
+
+
+def _timed_runs(
+    score: ScoreCommand,
+    jobs_dir: Path,
+    cfg: BatchConfig,
+    n_jobs: int,
+    repeat: int,
+    timeout_s: float,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """``repeat`` runs of one configuration (stopping at the first failure), aggregated."""
+    runs = []
+    for i in range(repeat):
+        log(f"{cfg.name}: run {i + 1}/{repeat} ({n_jobs} jobs)")
+        r = run_score_once(score, jobs_dir, cfg, n_jobs, timeout_s=timeout_s)
+        runs.append(r)
+        if not r["ok"]:
+            log(f"{cfg.name}: FAILED (exit {r['returncode']}{', timed out' if r['timed_out'] else ''})")
+            break
+        log(f"{cfg.name}: {r['wall_s']:.1f}s, {r['jobs_per_s']:.2f} jobs/s, tree peak {r['tree_peak_mb']:.0f} MB")
+    return aggregate_runs(cfg.name, runs)
 
 
 def aggregate_runs(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
