@@ -5,7 +5,7 @@ import pytest
 
 from denpex_ml.errors import InvalidInputError
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
-from denpex_ml.model.head import DenpexHead, FeatureLayout, _logreg_arrays
+from denpex_ml.model.head import DenpexHead, FeatureLayout, _logreg_arrays, stage1_for_layout
 
 LAYOUT = FeatureLayout(n_classes=3, n_structure=2, embed_dim=4)
 
@@ -135,3 +135,51 @@ def test_a_fold_head_started_from_the_final_head_predicts_as_a_cold_one() -> Non
     cold = head().fit(X[part], y[part])
     warm = head().fit(X[part], y[part], init_from=final)
     np.testing.assert_allclose(warm.predict_proba(X), cold.predict_proba(X), rtol=0, atol=5e-3)
+
+
+def _scores(arrays: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
+    return ((X - arrays["mean"]) / arrays["scale"]) @ arrays["coef"].T + arrays["intercept"]
+
+
+def test_a_base_stage1_carried_to_a_layout_with_a_new_class_starts_the_solver_at_its_solution() -> None:
+    # a retrain's candidate: the base's classes a, b, c plus a new one sorted between them
+    layout4 = FeatureLayout(n_classes=4, n_structure=2, embed_dim=4)
+    rng = np.random.default_rng(11)
+    y4 = np.arange(240) % 4
+    X4 = rng.normal(0, 0.3, (240, layout4.width)).astype(np.float32)
+    for i, c in enumerate(y4):
+        X4[i, 4 * c] += 0.9
+        X4[i, layout4.n_fingerprint + layout4.n_structure + c] += 1.0
+    old = y4 != 1  # the base never saw class 1 ("new")
+    keep_cols = [j for j in range(layout4.width) if not 4 <= j < 8]  # nor its fingerprint columns
+    X3 = X4[old][:, keep_cols]
+    y3 = np.searchsorted([0, 2, 3], y4[old])
+    base = DenpexHead(layout=LAYOUT, entry_embeddings=np.eye(3, 4, dtype=np.float32), n_folds=3)
+    sc, clf = base._fit_stage1(X3, y3, np.ones(len(X3)))
+    arrays = _logreg_arrays(sc, clf)
+    carried = stage1_for_layout(arrays, ["a", "c", "d"], LAYOUT, ["a", "new", "c", "d"], layout4)
+    assert carried is not None
+    np.testing.assert_array_equal(carried["classes"], [0, 2, 3])
+    # the base's decision function, unchanged, on the rows it knows (the new columns weigh nothing)
+    np.testing.assert_allclose(_scores(carried, X4[old]), _scores(arrays, X3), rtol=1e-10, atol=1e-10)
+    cand = DenpexHead(layout=layout4, entry_embeddings=np.eye(4, 4, dtype=np.float32), n_folds=3)
+    w = np.ones(len(X4))
+    cold_sc, cold = cand._fit_stage1(X4, y4, w)
+    warm_sc, warm = cand._fit_stage1(X4, y4, w, carried)
+    assert int(warm.n_iter_[0]) < int(cold.n_iter_[0])
+    np.testing.assert_allclose(
+        cand._stage1_proba(X4, warm_sc, warm), cand._stage1_proba(X4, cold_sc, cold), rtol=0, atol=2e-3
+    )
+
+
+def test_a_stage1_does_not_carry_over_to_another_encoder_or_feature_set() -> None:
+    X, y = data()
+    sc, clf = head()._fit_stage1(X, y, np.ones(len(X)))
+    arrays = _logreg_arrays(sc, clf)
+    labels = ["a", "b", "c"]
+    assert stage1_for_layout(arrays, labels, LAYOUT, labels, FeatureLayout(3, 2, 8)) is None
+    assert stage1_for_layout(arrays, labels, LAYOUT, labels, FeatureLayout(3, 3, 4)) is None
+    assert stage1_for_layout(arrays, labels, LAYOUT, ["x", "y", "z"], LAYOUT) is None  # no class in common
+    same = stage1_for_layout(arrays, labels, LAYOUT, labels, LAYOUT)
+    assert same is not None
+    np.testing.assert_allclose(_scores(same, X), _scores(arrays, X))

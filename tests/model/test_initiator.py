@@ -318,7 +318,9 @@ def test_an_out_of_memory_error_names_its_gpu_as_the_rank_on_one_host() -> None:
 
 
 def test_lightnings_rank_tag_assigns_the_line_to_its_rank() -> None:
-    text = "[rank: 1] Child process with PID 224779 terminated with code 1. Forcefully terminating all other processes\n"
+    text = (
+        "[rank: 1] Child process with PID 224779 terminated with code 1. Forcefully terminating all other processes\n"
+    )
     b = read_logs(text=text)
     assert list(b.streams) == [1]
 
@@ -352,7 +354,12 @@ def test_ms_mpis_abort_report_names_the_process_that_failed_not_the_terminated_o
     )
     v = verdict(report, "segfault-native-crash")
     assert v.rank == 1 and "MS-MPI" in v.reason
-    assert verdict(report.replace("[1] process exited without calling finalize", "[1] fatal error"), "nccl-init-failure").rank == 1
+    assert (
+        verdict(
+            report.replace("[1] process exited without calling finalize", "[1] fatal error"), "nccl-init-failure"
+        ).rank
+        == 1
+    )
     # without MS-MPI's heading the same bracketed lines are nobody's report
     assert verdict(report.replace("job aborted:\n", ""), "segfault-native-crash").rank != 1
 

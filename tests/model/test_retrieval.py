@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from denpex_ml.model import retrieval
 from denpex_ml.model.retrieval import RetrievalIndex
 
 
@@ -53,3 +55,16 @@ def test_a_bank_smaller_than_k_votes_with_every_row() -> None:
     index = RetrievalIndex(_unit_halves(rng, 4), np.array([0, 0, 1, 1]), n_classes=2, k=10)
     q = _unit_halves(rng, 3)
     np.testing.assert_allclose(index.features(q), _reference(index, q, None), rtol=1e-5, atol=1e-6)
+
+
+def test_features_in_query_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queries are scored in blocks (small temporaries); the evidence is the same to the bit."""
+    rng = np.random.default_rng(3)
+    bank = _unit_halves(rng, 400)
+    index = RetrievalIndex(bank, rng.integers(0, 5, 400), n_classes=5, k=10)
+    queries = _unit_halves(rng, 70)
+    exclude = rng.random((70, 400)) < 0.3
+    monkeypatch.setattr(retrieval, "QUERY_BLOCK", 1000)
+    whole = index.features(queries, exclude=exclude)
+    monkeypatch.setattr(retrieval, "QUERY_BLOCK", 16)
+    np.testing.assert_array_equal(index.features(queries, exclude=exclude), whole)

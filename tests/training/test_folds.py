@@ -12,7 +12,15 @@ from denpex_ml.errors import InvalidInputError
 from denpex_ml.model.head import FeatureLayout
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import Example
-from denpex_ml.training.fitting import FeatureSet, cv_jobs, fit_fold_heads, real_folds
+from denpex_ml.training.fitting import (
+    FeatureSet,
+    concat_features,
+    cv_jobs,
+    fit_final_and_fold_heads,
+    fit_fold_heads,
+    fit_head,
+    real_folds,
+)
 
 LAYOUT = FeatureLayout(n_classes=3, n_structure=2, embed_dim=4)
 CFG = TrainConfig.from_dict({"head_folds": 3, "C": 0.5, "cv_folds": 3})
@@ -39,6 +47,28 @@ def test_fold_heads_fitted_in_workers_equal_those_fitted_here() -> None:
     for (te_a, a), (te_b, b) in zip(here, workers, strict=True):
         np.testing.assert_array_equal(te_a, te_b)
         np.testing.assert_allclose(a.predict_proba(real.X[te_a]), b.predict_proba(real.X[te_b]), rtol=1e-6, atol=1e-7)
+
+
+def test_the_final_and_fold_heads_fitted_side_by_side_from_a_given_start() -> None:
+    """A retrain's path: every head starts from the base's stage 1; the heads are the ones fitted
+    one by one from that start, in this process or in workers."""
+    base, real = _set(60, "synthetic", 0), _set(30, "real", 1)
+    folds = list(real_folds(base, real, 3))
+    final_fs = concat_features(base, real)
+    args = (LAYOUT, np.eye(3, 4, dtype=np.float32), CFG)
+    prior = fit_head(_set(45, "synthetic", 9), *args)
+    start = prior.stage1_
+    final_here, here = fit_final_and_fold_heads(final_fs, folds, *args, None, start, n_jobs=1)
+    final_workers, workers = fit_final_and_fold_heads(final_fs, folds, *args, None, start, n_jobs=2)
+    alone = fit_head(final_fs, *args, init_from=start)
+    np.testing.assert_allclose(final_here.predict_proba(real.X), alone.predict_proba(real.X), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(final_workers.predict_proba(real.X), alone.predict_proba(real.X), rtol=1e-6, atol=1e-7)
+    assert [te.tolist() for te, _ in here] == [te.tolist() for te, _ in folds]
+    for (te, a), (_, b), (_, fold_fs) in zip(here, workers, folds, strict=True):
+        one = fit_head(fold_fs, *args, init_from=start)
+        np.testing.assert_allclose(a.predict_proba(real.X[te]), one.predict_proba(real.X[te]), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(b.predict_proba(real.X[te]), one.predict_proba(real.X[te]), rtol=1e-6, atol=1e-7)
+    assert isinstance(start, dict) and set(start) == {"mean", "scale", "coef", "intercept", "classes"}
 
 
 def test_the_number_of_workers_is_capped_by_folds_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
-__all__ = ["PAIR_FEATURES", "DenpexHead", "FeatureLayout"]
+__all__ = ["PAIR_FEATURES", "DenpexHead", "FeatureLayout", "stage1_for_layout"]
 
 PAIR_FEATURES = (
     "root_cause",
@@ -120,6 +120,57 @@ def _logreg_arrays(scaler: StandardScaler, clf: LogisticRegression) -> dict[str,
         "coef": clf.coef_.astype(np.float64),
         "intercept": clf.intercept_.astype(np.float64),
         "classes": clf.classes_.astype(np.int64),
+    }
+
+
+def stage1_for_layout(
+    arrays: dict[str, np.ndarray],
+    labels: list[str],
+    layout: FeatureLayout,
+    to_labels: list[str],
+    to_layout: FeatureLayout,
+) -> dict[str, np.ndarray] | None:
+    """A fitted stage 1 (:func:`_logreg_arrays` of a head over ``labels`` / ``layout``) carried over
+    to another label set and layout, as a solver start for :meth:`DenpexHead.fit` (``init_from``):
+    a retrain's candidate starts where the base model stands. A class's fingerprint columns follow
+    its id; columns and classes the base does not have start at zero weight (unit scale, zero
+    mean; a new class is filled in by the fit). ``None`` when the layouts differ beyond the
+    fingerprint block (another encoder or feature set: nothing carries over)."""
+    if (layout.fp_per_class, layout.n_structure, layout.embed_dim) != (
+        to_layout.fp_per_class,
+        to_layout.n_structure,
+        to_layout.embed_dim,
+    ) or np.asarray(arrays["coef"]).shape[1:] != (layout.width,):
+        return None
+    fp = layout.fp_per_class
+    where = {lab: i for i, lab in enumerate(labels)}
+    cols = np.full(to_layout.width, -1, dtype=np.int64)  # base column of each new column, -1: none
+    for c, lab in enumerate(to_labels):
+        b = where.get(lab)
+        if b is not None:
+            cols[c * fp : (c + 1) * fp] = np.arange(b * fp, (b + 1) * fp)
+    cols[to_layout.n_fingerprint :] = np.arange(layout.n_fingerprint, layout.width)
+    have = cols >= 0
+    coef = np.asarray(arrays["coef"], dtype=np.float64)
+    out_coef = np.zeros((len(coef), to_layout.width))
+    out_coef[:, have] = coef[:, cols[have]]
+    mean = np.zeros(to_layout.width)
+    scale = np.ones(to_layout.width)
+    mean[have] = np.asarray(arrays["mean"], dtype=np.float64)[cols[have]]
+    scale[have] = np.asarray(arrays["scale"], dtype=np.float64)[cols[have]]
+    new_index = {lab: i for i, lab in enumerate(to_labels)}
+    rows = [(r, new_index.get(labels[int(c)])) for r, c in enumerate(arrays["classes"])]
+    keep = [(r, c) for r, c in rows if c is not None]
+    if len(keep) < 3:
+        return None
+    order = sorted(keep, key=lambda rc: rc[1])
+    take = [r for r, _ in order]
+    return {
+        "mean": mean,
+        "scale": scale,
+        "coef": out_coef[take],
+        "intercept": np.asarray(arrays["intercept"], dtype=np.float64)[take],
+        "classes": np.asarray([c for _, c in order], dtype=np.int64),
     }
 
 
@@ -213,12 +264,19 @@ class DenpexHead:
         classes = np.unique(y)
         if init is not None and len(classes) > 2:
             rows = {int(c): i for i, c in enumerate(init["classes"])}
-            if all(int(c) in rows for c in classes):
-                idx = [rows[int(c)] for c in classes]
+            known = [int(c) in rows for c in classes]
+            if any(known):
+                idx = [rows[int(c)] for c, k in zip(classes, known, strict=True) if k]
                 # the same decision function in this scaler's space: raw weights A = W / s,
                 # bias b - m . A, then back through this fit's mean and scale
-                raw = init["coef"][idx] / init["scale"]
-                bias = init["intercept"][idx] - raw @ init["mean"]
+                given = init["coef"][idx] / init["scale"]
+                given_bias = init["intercept"][idx] - given @ init["mean"]
+                # a class the start does not know (a retrain's new class) starts at zero weights
+                # and the mean bias: a starting point, the solution is the solver's
+                raw = np.zeros((len(classes), X.shape[1]))
+                bias = np.full(len(classes), float(given_bias.mean()))
+                raw[np.flatnonzero(known)] = given
+                bias[np.flatnonzero(known)] = given_bias
                 clf.set_params(warm_start=True)
                 clf.coef_ = raw * scaler.scale_
                 clf.intercept_ = bias + raw @ scaler.mean_
@@ -238,14 +296,15 @@ class DenpexHead:
         sample_weight: np.ndarray | None = None,
         groups: np.ndarray | None = None,
         ranker_weight: np.ndarray | None = None,
-        init_from: DenpexHead | None = None,
+        init_from: DenpexHead | dict[str, np.ndarray] | None = None,
     ) -> DenpexHead:
         """Fit on base vectors ``X`` (n, layout.width) and class indices ``y``.
 
         ``groups`` (e.g. source threads) keep related incidents in one fold; ``sample_weight``
         weights incidents in stage 1, ``ranker_weight`` in the ranker and the temperature
         (default: ``sample_weight``). ``init_from``, a fitted head on overlapping data (the final
-        model when this is a cross-validation fold's), starts stage 1's solver at its solution.
+        model when this is a cross-validation fold's) or stage-1 arrays carried over from one
+        (:func:`stage1_for_layout`), starts stage 1's solver at its solution.
         """
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import GroupKFold
@@ -265,7 +324,7 @@ class DenpexHead:
         oof = np.zeros((n, self.layout.n_classes))
         ret = np.zeros((n, 2 * self.layout.n_classes), dtype=np.float32)
         emb = self.layout.embedding(X)
-        start: dict[str, np.ndarray] | None = None if init_from is None else init_from.stage1_
+        start = init_from.stage1_ if isinstance(init_from, DenpexHead) else init_from
         scaler, clf = self._fit_stage1(X, y, w, start)
         full = _logreg_arrays(scaler, clf)
         self.stage1_: dict[str, np.ndarray] = full

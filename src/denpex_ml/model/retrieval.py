@@ -10,7 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RetrievalIndex"]
+__all__ = ["QUERY_BLOCK", "RetrievalIndex"]
+
+#: Queries scored at once by :meth:`RetrievalIndex.features`.
+QUERY_BLOCK = 128
 
 
 @dataclass
@@ -43,9 +46,22 @@ class RetrievalIndex:
 
         ``exclude`` (n_queries, n) masks bank rows per query (out-of-fold features for training).
         Vectorised over the queries: the per-class best by one reduction over the bank sorted by
-        class, the k nearest by :func:`_top_k`, the votes by one scatter-add.
+        class, the k nearest by :func:`_top_k`, the votes by one scatter-add; in blocks of
+        :data:`QUERY_BLOCK` queries, so that no temporary outgrows what the allocator keeps for
+        reuse (a fold's whole similarity matrix and its top-k indices are 30 and 60 MB: fresh
+        pages each time, which cost more here than the arithmetic).
         """
-        sims = self.similarities(queries)
+        q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        if len(q) > QUERY_BLOCK:
+            return np.concatenate(
+                [
+                    self.features(
+                        q[i : i + QUERY_BLOCK], exclude=None if exclude is None else exclude[i : i + QUERY_BLOCK]
+                    )
+                    for i in range(0, len(q), QUERY_BLOCK)
+                ]
+            )
+        sims = self.similarities(q)
         if exclude is not None:
             sims = np.where(exclude, -np.inf, sims)
         n_q = sims.shape[0]

@@ -41,6 +41,7 @@ __all__ = [
     "concat_features",
     "cv_jobs",
     "featurize",
+    "fit_final_and_fold_heads",
     "fit_fold_heads",
     "fit_head",
     "fit_tfidf",
@@ -233,7 +234,7 @@ def _fit_head_on(
     cfg: TrainConfig,
     affinity: np.ndarray | None,
     pair_features: tuple[str, ...] | None,
-    init_from: DenpexHead | None,
+    init_from: DenpexHead | dict[str, np.ndarray] | None,
 ) -> DenpexHead:
     """One head, its BLAS on one thread: the matrices are small enough that a second thread costs
     more than it brings, and one thread makes the solver's arithmetic - hence the head - the same
@@ -261,7 +262,7 @@ def fit_head(
     cfg: TrainConfig,
     affinity: np.ndarray | None = None,
     pair_features: tuple[str, ...] | None = None,
-    init_from: DenpexHead | None = None,
+    init_from: DenpexHead | dict[str, np.ndarray] | None = None,
 ) -> DenpexHead:
     """A :class:`DenpexHead` fitted on the known-label examples of ``fs`` with the config's
     hyper-parameters and weights (what training, cross-validation and evaluation's ablation
@@ -292,7 +293,7 @@ def fit_fold_heads(
     cfg: TrainConfig,
     affinity: np.ndarray | None = None,
     pair_features: tuple[str, ...] | None = None,
-    init_from: DenpexHead | None = None,
+    init_from: DenpexHead | dict[str, np.ndarray] | None = None,
     n_jobs: int | None = None,
 ) -> Iterator[tuple[np.ndarray, DenpexHead]]:
     """``(held-out indices, head)`` per fold of :func:`real_folds`, in fold order. The folds are
@@ -312,6 +313,37 @@ def fit_fold_heads(
     )
     for (te, _), head in zip(data, heads, strict=True):
         yield te, head
+
+
+def fit_final_and_fold_heads(
+    final_fs: FeatureSet,
+    folds: Sequence[tuple[np.ndarray, FeatureSet]],
+    layout: FeatureLayout,
+    entry_emb: np.ndarray,
+    cfg: TrainConfig,
+    affinity: np.ndarray | None,
+    init_from: dict[str, np.ndarray],
+    n_jobs: int | None = None,
+) -> tuple[DenpexHead, list[tuple[np.ndarray, DenpexHead]]]:
+    """The final head (on ``final_fs``) and the fold heads of :func:`fit_fold_heads`, fitted
+    together when every one starts from the same given stage 1 (a retrain's base model,
+    :func:`~denpex_ml.model.head.stage1_for_layout`): no fold waits for the final head, so both
+    CPUs stay busy until the last fit. Each fit is deterministic and on one BLAS thread: the
+    heads do not depend on ``n_jobs``."""
+    jobs = cv_jobs(len(folds) + 1) if n_jobs is None else max(1, n_jobs)
+    jobs = min(jobs, len(folds) + 1)
+    data = [_HeadData.of(final_fs, cfg.real_weight)] + [_HeadData.of(fs, cfg.real_weight) for _, fs in folds]
+    if jobs == 1:
+        heads = [_fit_head_on(d, layout, entry_emb, cfg, affinity, None, init_from) for d in data]
+    else:
+        from joblib import Parallel, delayed
+
+        heads = list(
+            Parallel(n_jobs=jobs, backend="loky")(
+                delayed(_fit_head_on)(d, layout, entry_emb, cfg, affinity, None, init_from) for d in data
+            )
+        )
+    return heads[0], [(te, h) for (te, _), h in zip(folds, heads[1:], strict=True)]
 
 
 def fit_tfidf(fs: FeatureSet, labels: list[str], real_weight: float) -> TfidfBaseline:

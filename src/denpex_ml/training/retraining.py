@@ -128,7 +128,7 @@ def retrain(
     manifest, cfg, files, tax_dirs = _candidate_config(base_dir, incidents, taxonomy_dirs)
     cache = Path(cache_dir) if cache_dir is not None else cache_root()
     log.info("retrain: base %s, %d incident file(s), cache %s -> %s", base_dir, len(files), cache, out_dir)
-    trained = train(cfg, out=out_dir, progress=progress, baselines=False, cache_dir=cache)
+    trained = train(cfg, out=out_dir, progress=progress, baselines=False, cache_dir=cache, start_from=base_dir)
     log.info("retrain: candidate written to %s; comparing it with the base (promotion gate)", out_dir)
     gate = compare_models(
         base_dir,

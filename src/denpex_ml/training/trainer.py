@@ -31,9 +31,9 @@ from denpex_ml.hang.analysis import HANG_FEATURE_NAMES, signal_affinity
 from denpex_ml.metrics import classification_metrics, per_class_table
 from denpex_ml.model.core import DenpexModel, family_supported, shift_for_hangs
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
-from denpex_ml.model.head import DenpexHead, FeatureLayout
+from denpex_ml.model.head import DenpexHead, FeatureLayout, stage1_for_layout
 from denpex_ml.model.initiator import initiating_rank
-from denpex_ml.model.persistence import models_root
+from denpex_ml.model.persistence import models_root, read_model_dir
 from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy, load_taxonomy
 from denpex_ml.training.cache import EmbeddingStore, FeatureStore, featurizer_signature
 from denpex_ml.training.config import TrainConfig
@@ -43,6 +43,7 @@ from denpex_ml.training.fitting import (
     FeaturizerSpec,
     concat_features,
     featurize,
+    fit_final_and_fold_heads,
     fit_fold_heads,
     fit_head,
     fit_tfidf,
@@ -234,15 +235,29 @@ class _RealCV:
 
 
 def _cross_validate_real(
-    st: _Setup, fs: dict[str, FeatureSet], head: DenpexHead, config: TrainConfig, *, baselines: bool, progress: Progress
+    st: _Setup,
+    fs: dict[str, FeatureSet],
+    head: DenpexHead,
+    config: TrainConfig,
+    *,
+    baselines: bool,
+    progress: Progress,
+    folds: list[tuple[np.ndarray, FeatureSet]] | None = None,
+    fold_heads: list[tuple[np.ndarray, DenpexHead]] | None = None,
 ) -> _RealCV:
     """Real incidents, grouped k-fold by source thread; each fold's stage 1 starts from the
-    final model's (``head``)."""
+    final model's (``head``), unless the fold heads were fitted already (``folds`` and
+    ``fold_heads``, see :func:`_fit_heads`)."""
     real, n = fs["real"], len(st.labels)
     cv = _RealCV(np.zeros((len(real), n)), np.zeros((len(real), n)), np.zeros((len(real), n)))
-    folds = list(real_folds(concat_features(fs["train"], fs["user"]), real, config.cv_folds))
+    if folds is None:
+        folds = _real_folds(fs, config)
     tick = progress("cross-validating on real incidents", len(folds))
-    heads = fit_fold_heads(folds, st.layout, st.entry_emb, config, st.affinity, init_from=head)
+    heads = (
+        fold_heads
+        if fold_heads is not None
+        else fit_fold_heads(folds, st.layout, st.entry_emb, config, st.affinity, init_from=head)
+    )
     for (te, train_fs), (_, fold_head) in zip(folds, heads, strict=True):
         cv.scores[te] = fold_head.decision_function(real.X[te])
         cv.proba[te] = fold_head.predict_proba(real.X[te])
@@ -251,6 +266,44 @@ def _cross_validate_real(
             cv.tfidf[te] = tf.predict_proba([real.texts[i] for i in te])
         tick()
     return cv
+
+
+def _real_folds(fs: dict[str, FeatureSet], config: TrainConfig) -> list[tuple[np.ndarray, FeatureSet]]:
+    return list(real_folds(concat_features(fs["train"], fs["user"]), fs["real"], config.cv_folds))
+
+
+def _base_start(st: _Setup, base: str | Path) -> dict[str, np.ndarray] | None:
+    """The stage 1 of the model in ``base`` carried over to this training's labels and layout
+    (a solver start: :func:`~denpex_ml.model.head.stage1_for_layout`)."""
+    manifest, arrays = read_model_dir(base)
+    lay = manifest["layout"]
+    layout = FeatureLayout(
+        int(lay["n_classes"]),
+        int(lay["n_structure"]),
+        int(lay["embed_dim"]),
+        int(lay.get("n_hang", 0)),
+        int(lay.get("fp_per_class", 4)),
+    )
+    stage1 = {k[len("stage1_") :]: v for k, v in arrays.items() if k.startswith("stage1_")}
+    return stage1_for_layout(stage1, list(manifest["labels"]), layout, st.labels, st.layout)
+
+
+def _fit_heads(
+    st: _Setup,
+    fs: dict[str, FeatureSet],
+    final_fs: FeatureSet,
+    config: TrainConfig,
+    start: dict[str, np.ndarray] | None,
+    with_real: bool,
+) -> tuple[DenpexHead, list[tuple[np.ndarray, FeatureSet]] | None, list[tuple[np.ndarray, DenpexHead]] | None]:
+    """The final head and, when a start is given and real incidents are cross-validated, the
+    real folds and their heads fitted alongside it (else the folds are fitted later, each from
+    the final head)."""
+    if start is None or not with_real:
+        return fit_head(final_fs, st.layout, st.entry_emb, config, st.affinity, init_from=start), None, None
+    folds = _real_folds(fs, config)
+    head, fold_heads = fit_final_and_fold_heads(final_fs, folds, st.layout, st.entry_emb, config, st.affinity, start)
+    return head, folds, fold_heads
 
 
 def _calibrate_on_real(st: _Setup, head: DenpexHead, real: FeatureSet, cv: _RealCV, metrics: dict[str, float]) -> float:
@@ -368,15 +421,19 @@ def train(
     evaluate_real: bool = True,
     baselines: bool = True,
     cache_dir: str | Path | None = None,
+    start_from: str | Path | None = None,
 ) -> TrainResult:
     """Build data, featurise, evaluate honestly, fit the final model, save it to ``out``.
 
     ``baselines=False`` skips the rule and TF-IDF baselines and the first-failing-rank
     figures (they need every job re-analysed); with ``cache_dir`` features and template
     embeddings are read from and saved to an on-disk cache (what ``retrain`` uses).
+    ``start_from``, a model directory (a retrain's base), starts every head's solver at that
+    model's stage 1, so the final head and the cross-validation folds are fitted side by side.
     """
     t0 = time.perf_counter()
     st = _setup(config, cache_dir)
+    start = _base_start(st, start_from) if start_from is not None else None
     fs = _featurise_all(st, config, baselines=baselines, progress=progress)
     metrics: dict[str, float] = {}
     per_class: dict[str, list[dict[str, Any]]] = {}
@@ -385,9 +442,15 @@ def train(
 
     # 1. the final model: synthetic train + all real + user incidents
     final_fs = concat_features(fs["train"], fs["user"], real)
-    head = fit_head(final_fs, st.layout, st.entry_emb, config, st.affinity)
+    head, folds, fold_heads = _fit_heads(st, fs, final_fs, config, start, with_real)
     # 2. real incidents out of fold; the hang temperature and hang prior fitted on them
-    cv = _cross_validate_real(st, fs, head, config, baselines=baselines, progress=progress) if with_real else None
+    cv = (
+        _cross_validate_real(
+            st, fs, head, config, baselines=baselines, progress=progress, folds=folds, fold_heads=fold_heads
+        )
+        if with_real
+        else None
+    )
     hang_prior = _calibrate_on_real(st, head, real, cv, metrics) if cv is not None else 1.0
     val_p = _head_proba(st, head, fs["val"], hang_prior)
     test_p = _head_proba(st, head, fs["test"], hang_prior)
