@@ -158,7 +158,7 @@ class _Counting(io.RawIOBase):
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
         try:
-            n = self._inner.readinto(b) or 0  # straight into the caller's buffer: no copy
+            n = self._inner.readinto(b) or 0  # type: ignore[attr-defined]  # straight into the caller's buffer: no copy
         except DenpexError:
             raise
         except _DECODE_ERRORS as exc:

@@ -179,7 +179,7 @@ def _raise_walk(exc: OSError) -> None:
 
 def _open_file(path: Path, buffering: int = -1) -> BinaryIO:
     try:
-        return cast(BinaryIO, path.open("rb", buffering=buffering))
+        return path.open("rb", buffering=buffering)
     except OSError as exc:
         raise LogNotFoundError(
             f"{display_name(str(path))}: cannot read ({exc.strerror or exc})", filename=str(path), errno=exc.errno
