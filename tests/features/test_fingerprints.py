@@ -960,7 +960,10 @@ def test_rdma_registration_distribution_constraints_neuron_graphs_and_mpirun_lim
 @pytest.mark.parametrize(
     ("text", "entry"),
     [
-        ("Limit:                 22654317364\nInUse:                 22621908992\nMaxInUse:              22621909760\n", "cuda-oom"),
+        (
+            "Limit:                 22654317364\nInUse:                 22621908992\nMaxInUse:              22621909760\n",
+            "cuda-oom",
+        ),
         (
             "Training  [   1250/2500000]  lr: 0.0006 (0.0003)  total_loss: 6.7223 (inf)  koleo_loss: 0.0315 (inf)  time: 1.36",
             "loss-nan-divergence",
@@ -1010,19 +1013,46 @@ def test_a_metric_word_before_a_real_error_is_not_benign() -> None:
             "2025:02:17-17:20:51:( 2399) |CCL_ERROR| internal_kvs.cpp:289 fill_local_host_ip: can't find interface  to get host IP",
             "nccl-init-failure",
         ),
-        ("[node-a:17626:0:17626]       ud_ep.c:270  Fatal: UD endpoint 0x2345930 to <no debug data>: unhandled timeout error", "nccl-init-failure"),
-        ("E0410 21:04:57.403257842   30715 f758.cc:310]                no server name supplied in dns URI", "nccl-init-failure"),
+        (
+            "[node-a:17626:0:17626]       ud_ep.c:270  Fatal: UD endpoint 0x2345930 to <no debug data>: unhandled timeout error",
+            "nccl-init-failure",
+        ),
+        (
+            "E0410 21:04:57.403257842   30715 f758.cc:310]                no server name supplied in dns URI",
+            "nccl-init-failure",
+        ),
         ("Illegal instruction (core dumped)", "unknown"),
-        ("THCudaCheck FAIL file=torch/csrc/cuda/Module.cpp line=34 error=10 : invalid device ordinal", "uncaught-exception-crash"),
+        (
+            "THCudaCheck FAIL file=torch/csrc/cuda/Module.cpp line=34 error=10 : invalid device ordinal",
+            "uncaught-exception-crash",
+        ),
         ("free(): corrupted unsorted chunks", "segfault-native-crash"),
         ("*** SIGSEGV received at time=1775734074 on cpu 19 ***", "segfault-native-crash"),
-        ('Error: container create failed: runc create failed: container init was OOM-killed (memory limit too low?)', "host-oom"),
-        ("CUDA error (/__w/xformers/xformers/third_party/flash-attention/hopper/flash_fwd_launch_template.h:188): invalid argument", "cuda-driver-mismatch"),
-        ("nvidia-docker | 2017/12/20 13:08:46 Error: unsupported CUDA version: driver 8.0 < image 9.0.176", "cuda-driver-mismatch"),
+        (
+            "Error: container create failed: runc create failed: container init was OOM-killed (memory limit too low?)",
+            "host-oom",
+        ),
+        (
+            "CUDA error (/__w/xformers/xformers/third_party/flash-attention/hopper/flash_fwd_launch_template.h:188): invalid argument",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "nvidia-docker | 2017/12/20 13:08:46 Error: unsupported CUDA version: driver 8.0 < image 9.0.176",
+            "cuda-driver-mismatch",
+        ),
         ("RuntimeError: grad_scale is too small, exiting: 2.3283064365386963e-10", "loss-nan-divergence"),
-        ("INFO:mi-test:loss_disc=nan, loss_gen=nan, loss_fm=nan, loss_mel=23.440, loss_kl=9.000", "loss-nan-divergence"),
-        ("OSError: [Errno 70] Communication error on send: 'cache/json/default/0.0.0/x.incomplete'", "storage-io-failure"),
-        ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:", "missing-module"),
+        (
+            "INFO:mi-test:loss_disc=nan, loss_gen=nan, loss_fm=nan, loss_mel=23.440, loss_kl=9.000",
+            "loss-nan-divergence",
+        ),
+        (
+            "OSError: [Errno 70] Communication error on send: 'cache/json/default/0.0.0/x.incomplete'",
+            "storage-io-failure",
+        ),
+        (
+            "NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:",
+            "missing-module",
+        ),
     ],
 )
 def test_ctran_oneccl_ucx_grpc_sigill_device_ordinals_heap_and_kernel_builds(line: str, entry: str) -> None:
@@ -1039,62 +1069,140 @@ def test_an_invalid_device_ordinal_is_only_a_symptom_of_two_ranks_on_one_gpu() -
 
 
 def test_the_nccl_tests_results_header_is_context_of_a_healthy_run() -> None:
-    hits = _hits("#       size         count    type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong")
+    hits = _hits(
+        "#       size         count    type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+    )
     assert {(h.entry_id, h.role.value) for h in hits} == {("no-failure", "context")}
 
 
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
-        ("W0418 10:47:46.757660  5642 LightNetwork.cpp:397] connection refused by pserver, try again!", "nccl-init-failure"),
+        (
+            "W0418 10:47:46.757660  5642 LightNetwork.cpp:397] connection refused by pserver, try again!",
+            "nccl-init-failure",
+        ),
         ("0508 12:06:04.452194 48907 scheduler_impl.cc:356] Waiting for 1 more servers", "nccl-init-failure"),
-        ("mxnet.base.MXNetError: [11:09:58] src/van.cc:76: Check failed: (my_node_.port) != (-1) bind failed", "nccl-init-failure"),
-        ("E0619 09:11:09.540484   136 grpc_client.cc:242] proc param error:name:[fc_96.w_0@GRAD.trainer_1] ep:[127.0.0.1:6176] grpc error:Connect Failed", "nccl-init-failure"),
-        ("hivemind.p2p.p2p_daemon_bindings.utils.P2PDaemonError: Daemon failed to start: 2025/05/01 12:46:14 failed to connect to bootstrap peers", "nccl-init-failure"),
-        ("thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)", "cuda-oom"),
-        ("NCCL cannot be captured in a graph if either it wasn't built with CUDA runtime >= 11.3 or if the installed CUDA driver < R465.", "cuda-driver-mismatch"),
-        ("./train.sh: line 207:  2666 Floating point exception ./paddle_trainer --num_gradient_servers=2", "segfault-native-crash"),
+        (
+            "mxnet.base.MXNetError: [11:09:58] src/van.cc:76: Check failed: (my_node_.port) != (-1) bind failed",
+            "nccl-init-failure",
+        ),
+        (
+            "E0619 09:11:09.540484   136 grpc_client.cc:242] proc param error:name:[fc_96.w_0@GRAD.trainer_1] ep:[127.0.0.1:6176] grpc error:Connect Failed",
+            "nccl-init-failure",
+        ),
+        (
+            "hivemind.p2p.p2p_daemon_bindings.utils.P2PDaemonError: Daemon failed to start: 2025/05/01 12:46:14 failed to connect to bootstrap peers",
+            "nccl-init-failure",
+        ),
+        (
+            "thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)",
+            "cuda-oom",
+        ),
+        (
+            "NCCL cannot be captured in a graph if either it wasn't built with CUDA runtime >= 11.3 or if the installed CUDA driver < R465.",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "./train.sh: line 207:  2666 Floating point exception ./paddle_trainer --num_gradient_servers=2",
+            "segfault-native-crash",
+        ),
         ("UnimplementedError: The feed data number 1 does not match the device number 8.", "uncaught-exception-crash"),
         ("./run.sh: line 649:  9746 Killed  python -m train", "host-oom"),
     ],
 )
-def test_parameter_server_start_up_rust_oom_graph_capture_builds_sigfpe_and_paddle_errors(line: str, entry: str) -> None:
+def test_parameter_server_start_up_rust_oom_graph_capture_builds_sigfpe_and_paddle_errors(
+    line: str, entry: str
+) -> None:
     assert _strongest_root_cause(line) == entry
 
 
 def test_gdb_missing_the_source_of_a_frame_is_no_missing_file() -> None:
     assert _hits("36\t../sysdeps/unix/sysv/linux/ioctl.c: No such file or directory.") == []
-    assert {h.entry_id for h in _hits("FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'")} >= {"file-not-found"}
+    assert {h.entry_id for h in _hits("FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'")} >= {
+        "file-not-found"
+    }
 
 
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
-        ("EJ0003: [PID: 159] 2025-03-26-17:01:02.816.428 Failed to bind the IP port. Reason: The IP address and port have been bound already.", "nccl-init-failure"),
+        (
+            "EJ0003: [PID: 159] 2025-03-26-17:01:02.816.428 Failed to bind the IP port. Reason: The IP address and port have been bound already.",
+            "nccl-init-failure",
+        ),
         ("not ready endpoints:['10.0.0.2:6070', '10.0.0.2:6071']", "nccl-init-failure"),
-        ("UserWarning: TPU backend initialization is taking more than 60.0 seconds. Did you run your code on all TPU hosts?", "nccl-init-failure"),
-        ("what():  [enforce fail at gloo/transport/tcp/device.cc:88] ifa != nullptr. Unable to find address for: eth0", "nccl-init-failure"),
-        ("E0808 15:10:11.940057  8517 common_world_ops.h:90] Caught store handler timeout exception: [file_store_handler.cc:132] Wait timeout for name(s): allreduce_0_cw_op/1/0", "nccl-init-failure"),
-        ("ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK expected, but not set", "nccl-init-failure"),
-        ('what():  In initFromLoop at /pytorch/third_party/tensorpipe/tensorpipe/transport/uv/listener.cc:126 "rv < 0: invalid argument"', "nccl-init-failure"),
+        (
+            "UserWarning: TPU backend initialization is taking more than 60.0 seconds. Did you run your code on all TPU hosts?",
+            "nccl-init-failure",
+        ),
+        (
+            "what():  [enforce fail at gloo/transport/tcp/device.cc:88] ifa != nullptr. Unable to find address for: eth0",
+            "nccl-init-failure",
+        ),
+        (
+            "E0808 15:10:11.940057  8517 common_world_ops.h:90] Caught store handler timeout exception: [file_store_handler.cc:132] Wait timeout for name(s): allreduce_0_cw_op/1/0",
+            "nccl-init-failure",
+        ),
+        (
+            "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK expected, but not set",
+            "nccl-init-failure",
+        ),
+        (
+            'what():  In initFromLoop at /pytorch/third_party/tensorpipe/tensorpipe/transport/uv/listener.cc:126 "rv < 0: invalid argument"',
+            "nccl-init-failure",
+        ),
         ("RuntimeError: use_libuv was requested but PyTorch was build without libuv support", "nccl-init-failure"),
-        ("Error: In include/poptorch_err/ExceptionHandling.hpp:76: 'poplar_stream_memory_allocation_error': stream buffer", "cuda-oom"),
-        ("RuntimeError: FATAL ERROR :: MODULE:SYNHELPER workspace Allocation of size ::14493510400 failed!", "cuda-oom"),
+        (
+            "Error: In include/poptorch_err/ExceptionHandling.hpp:76: 'poplar_stream_memory_allocation_error': stream buffer",
+            "cuda-oom",
+        ),
+        (
+            "RuntimeError: FATAL ERROR :: MODULE:SYNHELPER workspace Allocation of size ::14493510400 failed!",
+            "cuda-oom",
+        ),
         ("GPU memory is overflow, please reduce your batch_size or data size!", "cuda-oom"),
         ("ERROR: LoadError: cudnnFindConvolutionForwardAlgorithm: 2: CUDNN_STATUS_ALLOC_FAILED", "cuda-oom"),
         ("ioctl() fail, (705) Device memory not enough", "cuda-oom"),
-        ("ERROR    You do not have enough GPU memory available to train the selected model at the selected settings.", "cuda-oom"),
-        ("what():  [17:54:40] mshadow/./stream_gpu-inl.h:198: Check failed: e == cudaSuccess CUDA: out of memory", "cuda-oom"),
-        ("Attempting to reserve 3.95G at the bottom of memory. That was not possible. There are 1.92G free, 0B reserved, and 1.92G reservable.;", "cuda-oom"),
-        ("AssertionError: The ./pretrain_models/MobileNetV3_large_x0_5_pretrained.pdparams does not exists!", "file-not-found"),
-        ("rocBLAS error: Cannot read C:/ROCm/6.1/bin/rocblas/library/TensileLibrary.dat: No such file or directory for GPU arch : gfx1103", "cuda-driver-mismatch"),
-        ("SystemError: (Fatal) DataLoader process (pid 1104) exited is killed by signal: Killed. (at /paddle/fluid/imperative/data_loader.cc:181)", "host-oom"),
+        (
+            "ERROR    You do not have enough GPU memory available to train the selected model at the selected settings.",
+            "cuda-oom",
+        ),
+        (
+            "what():  [17:54:40] mshadow/./stream_gpu-inl.h:198: Check failed: e == cudaSuccess CUDA: out of memory",
+            "cuda-oom",
+        ),
+        (
+            "Attempting to reserve 3.95G at the bottom of memory. That was not possible. There are 1.92G free, 0B reserved, and 1.92G reservable.;",
+            "cuda-oom",
+        ),
+        (
+            "AssertionError: The ./pretrain_models/MobileNetV3_large_x0_5_pretrained.pdparams does not exists!",
+            "file-not-found",
+        ),
+        (
+            "rocBLAS error: Cannot read C:/ROCm/6.1/bin/rocblas/library/TensileLibrary.dat: No such file or directory for GPU arch : gfx1103",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "SystemError: (Fatal) DataLoader process (pid 1104) exited is killed by signal: Killed. (at /paddle/fluid/imperative/data_loader.cc:181)",
+            "host-oom",
+        ),
         ("MVM coalescing... [1]    51630 killed     ./vgg16.test", "host-oom"),
         ("Caught segfault at address 0x60, thread_name: 'C0', flush log...", "segfault-native-crash"),
-        ("EnforceNotMet: Failed to find dynamic library: libnccl.so ( libnccl.so: cannot open shared object file: No such file or directory )", "missing-module"),
-        ("Unexpected BUS error encountered in DataLoader worker. This might be caused by insufficient shared memory (shm)", "dataloader-shm-bus-error"),
+        (
+            "EnforceNotMet: Failed to find dynamic library: libnccl.so ( libnccl.so: cannot open shared object file: No such file or directory )",
+            "missing-module",
+        ),
+        (
+            "Unexpected BUS error encountered in DataLoader worker. This might be caused by insufficient shared memory (shm)",
+            "dataloader-shm-bus-error",
+        ),
         (" 182: -nan, -nan avg loss, 0.000000 rate, 2.011170 seconds, 11648 images", "loss-nan-divergence"),
-        ("Caused by: io.aeron.exceptions.RegistrationException: Insufficient usable storage for new log of length=805306816 in /dev/shm (tmpfs)", "nccl-shm-p2p-failure"),
+        (
+            "Caused by: io.aeron.exceptions.RegistrationException: Insufficient usable storage for new log of length=805306816 in /dev/shm (tmpfs)",
+            "nccl-shm-p2p-failure",
+        ),
         ("RPCErr:1:RPC ran for more than 60000 milliseconds and timed out.", "host-work-timeout"),
     ],
 )
@@ -1105,22 +1213,55 @@ def test_other_stacks_wordings_of_start_up_accelerator_memory_missing_files_and_
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
-        ("I tensorflow/core/distributed_runtime/master.cc:221] CreateSession still waiting for response from worker: /job:ps/replica:0/task:0", "nccl-init-failure"),
-        ("E0727 11:38:35.762428930   22857 tcp_server_posix.c:284]     bind addr=[::]:2223: Address already in use", "nccl-init-failure"),
-        ("[07:48:18] src/./zmq_van.h:121: Reached max retry for bind: Address already in use. errno = 98", "nccl-init-failure"),
-        ("tensorflow/contrib/verbs/rdma.cc:159] Check failed: num_devs_with_active_port > 0 There is no active port in the system", "nccl-init-failure"),
-        ("[0] init.cc:1256 NCCL WARN Your program may be hanging, this may be caused by a collective mismatch around rank 1.", "collective-mismatch"),
-        ("Device /job:localhost/replica:0/task:0/device:GPU:1 is joining a group with size 2, but that group has size 3 (group_key=1)", "collective-mismatch"),
-        ("E tensorflow/core/common_runtime/ring_alg.cc:279] Aborting RingReduce with Out of range: [_Derived_]End of sequence", "subset-rank-collective-hang"),
+        (
+            "I tensorflow/core/distributed_runtime/master.cc:221] CreateSession still waiting for response from worker: /job:ps/replica:0/task:0",
+            "nccl-init-failure",
+        ),
+        (
+            "E0727 11:38:35.762428930   22857 tcp_server_posix.c:284]     bind addr=[::]:2223: Address already in use",
+            "nccl-init-failure",
+        ),
+        (
+            "[07:48:18] src/./zmq_van.h:121: Reached max retry for bind: Address already in use. errno = 98",
+            "nccl-init-failure",
+        ),
+        (
+            "tensorflow/contrib/verbs/rdma.cc:159] Check failed: num_devs_with_active_port > 0 There is no active port in the system",
+            "nccl-init-failure",
+        ),
+        (
+            "[0] init.cc:1256 NCCL WARN Your program may be hanging, this may be caused by a collective mismatch around rank 1.",
+            "collective-mismatch",
+        ),
+        (
+            "Device /job:localhost/replica:0/task:0/device:GPU:1 is joining a group with size 2, but that group has size 3 (group_key=1)",
+            "collective-mismatch",
+        ),
+        (
+            "E tensorflow/core/common_runtime/ring_alg.cc:279] Aborting RingReduce with Out of range: [_Derived_]End of sequence",
+            "subset-rank-collective-hang",
+        ),
         ("Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE module.", "cuda-oom"),
         ("MemoryError: Error allocating 147865600 bytes of device memory (out of memory).", "cuda-oom"),
-        ("[METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)", "cuda-oom"),
+        (
+            "[METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+            "cuda-oom",
+        ),
         ("TT_FATAL: Out of Memory: Not enough space to allocate 3294625792 B DRAM buffer across 12 banks", "cuda-oom"),
-        ("RuntimeError: The actor with name WorkerDict failed to import on the worker. This may be because needed library dependencies are not installed", "missing-module"),
-        ("OSError: Unable to open file (unable to lock file, errno = 524, error message = 'Unknown error 524')", "storage-io-failure"),
+        (
+            "RuntimeError: The actor with name WorkerDict failed to import on the worker. This may be because needed library dependencies are not installed",
+            "missing-module",
+        ),
+        (
+            "OSError: Unable to open file (unable to lock file, errno = 524, error message = 'Unknown error 524')",
+            "storage-io-failure",
+        ),
         ("The node was low on resource: memory.", "host-oom"),
         ("The replica master 0 ran out-of-memory and exited with a non-zero status of 247.", "host-oom"),
-        ("There was a problem when trying to write in your cache folder (/.cache/huggingface/hub).", "permission-denied"),
+        (
+            "There was a problem when trying to write in your cache folder (/.cache/huggingface/hub).",
+            "permission-denied",
+        ),
         ('  "message": "No such object: user/dataset_train.tf"', "file-not-found"),
         ("PhysX error: SynchronizeStreams cuEventRecord failed with error 700", "cuda-illegal-memory-access"),
     ],
@@ -1132,12 +1273,21 @@ def test_tensorflow_clusters_that_never_form_other_accelerators_memory_and_stora
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
-        ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:378] Loaded runtime CuDNN library: 7102 (compatibility version 7100) but source was compiled with 7005 (compatibility version 7000).", "cuda-driver-mismatch"),
-        ("F0102 10:11:12.123456  4242 im2col.cu:61] Check failed: error == cudaSuccess (8 vs. 0)  invalid device function", "cuda-driver-mismatch"),
+        (
+            "E tensorflow/stream_executor/cuda/cuda_dnn.cc:378] Loaded runtime CuDNN library: 7102 (compatibility version 7100) but source was compiled with 7005 (compatibility version 7000).",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "F0102 10:11:12.123456  4242 im2col.cu:61] Check failed: error == cudaSuccess (8 vs. 0)  invalid device function",
+            "cuda-driver-mismatch",
+        ),
         ("tensorflow.python.framework.errors_impl.InternalError: Dst tensor is not initialized.", "cuda-oom"),
         ("InvalidArgumentError: LossTensor is inf or nan : Tensor had NaN values", "loss-nan-divergence"),
         ("InvalidArgumentError: Found Inf or NaN global norm. : Tensor had Inf values", "loss-nan-divergence"),
-        ("2024-01-02 10:00:00,000 INFO: [train..][epoch:  3, iter:   1,200, lr:(1.000e-04,)] l_g_pix: nan l_d_real: 0.6931", "loss-nan-divergence"),
+        (
+            "2024-01-02 10:00:00,000 INFO: [train..][epoch:  3, iter:   1,200, lr:(1.000e-04,)] l_g_pix: nan l_d_real: 0.6931",
+            "loss-nan-divergence",
+        ),
         ("tokenizing: 12% 51000/420000 [00:31<03:46, 1629.51 examples/s]Killed", "host-oom"),
         ("OSError: image file is truncated (12 bytes not processed)", "uncaught-exception-crash"),
         ("PIL.UnidentifiedImageError: cannot identify image file '/data/train/000123.jpg'", "uncaught-exception-crash"),
@@ -1151,26 +1301,62 @@ def test_tensorflow_checks_old_cudnn_pairs_pil_decoding_and_a_kill_after_a_progr
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
-        ("F0101 10:00:00.000000  4242 data_layer.cpp:61] Check failed: mdb_env_open(mdb_env_, source, 0x20000, 0664) == 0 (2 vs. 0) mdb_env_open failed", "file-not-found"),
-        ("F0101 10:00:00.000000  4242 db_lmdb.hpp:15] Check failed: mdb_status == 0 (37 vs. 0) No locks available", "storage-io-failure"),
-        ("F0101 10:00:00.000000  4242 io.cpp:69] Check failed: proto.SerializeToOstream(&output)", "storage-io-failure"),
-        ("luajit: /opt/torch/share/lua/5.1/torch/File.lua:210: write error: wrote 100 blocks instead of 4000 at THDiskFile.c:355", "storage-io-failure"),
-        ("W op_kernel.cc:1192] Unknown: Failed to rename: /ckpt/model.ckpt-100.index.tempstate123 to: /ckpt/model.ckpt-100.index : Access is denied.", "storage-io-failure"),
-        ("F0101 10:00:00.000000  4242 layer_factory.hpp:81] Check failed: registry.count(type) == 1 (0 vs. 1) Unknown layer type: Python", "missing-module"),
+        (
+            "F0101 10:00:00.000000  4242 data_layer.cpp:61] Check failed: mdb_env_open(mdb_env_, source, 0x20000, 0664) == 0 (2 vs. 0) mdb_env_open failed",
+            "file-not-found",
+        ),
+        (
+            "F0101 10:00:00.000000  4242 db_lmdb.hpp:15] Check failed: mdb_status == 0 (37 vs. 0) No locks available",
+            "storage-io-failure",
+        ),
+        (
+            "F0101 10:00:00.000000  4242 io.cpp:69] Check failed: proto.SerializeToOstream(&output)",
+            "storage-io-failure",
+        ),
+        (
+            "luajit: /opt/torch/share/lua/5.1/torch/File.lua:210: write error: wrote 100 blocks instead of 4000 at THDiskFile.c:355",
+            "storage-io-failure",
+        ),
+        (
+            "W op_kernel.cc:1192] Unknown: Failed to rename: /ckpt/model.ckpt-100.index.tempstate123 to: /ckpt/model.ckpt-100.index : Access is denied.",
+            "storage-io-failure",
+        ),
+        (
+            "F0101 10:00:00.000000  4242 layer_factory.hpp:81] Check failed: registry.count(type) == 1 (0 vs. 1) Unknown layer type: Python",
+            "missing-module",
+        ),
         ("mpihelper: msmpi.dll missing", "missing-module"),
-        ("luajit: /opt/torch/share/lua/5.1/trepl/init.lua:384: module 'cunn' not found:No LuaRocks module found for cunn", "missing-module"),
+        (
+            "luajit: /opt/torch/share/lua/5.1/trepl/init.lua:384: module 'cunn' not found:No LuaRocks module found for cunn",
+            "missing-module",
+        ),
         ("CNTK: Caught Win32 exception 0xc0000005: Access violation.", "segfault-native-crash"),
         ("unable to connect to 10.0.0.2 on port 5000, exhausted all endpoints", "nccl-init-failure"),
         ("RPC: /tensorflow.CoordinationService/RegisterTask", "nccl-init-failure"),
         ("terminate called after throwing an instance of 'std::bad_alloc'", "host-oom"),
         ("CPU memory allocation failed n=1048576000 align=32", "host-oom"),
         ("F0101 10:00:00.000000  4242 gpu_memory.hpp:77] Check failed: try_reserve(size)", "cuda-oom"),
-        ("InvalidArgumentError: Cannot assign a device for operation 'w': Could not satisfy explicit device specification '/device:GPU:2'", "tensor-device-mismatch"),
-        ("F0101 10:00:00.000000  4242 cudnn.hpp:122] Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)  CUDNN_STATUS_BAD_PARAM", "cuda-driver-mismatch"),
-        ("I0101 10:00:00.000000  4242 solver.cpp:218] Iteration 300 (3.1 iter/s, 32.6s/100 iters), loss = 87.3365", "loss-nan-divergence"),
-        ("[2019-01-01 10:00:00,000 INFO] Step 700/5000; acc:   0.20; ppl:   nan; xent:  nan; lr: 0.00070", "loss-nan-divergence"),
+        (
+            "InvalidArgumentError: Cannot assign a device for operation 'w': Could not satisfy explicit device specification '/device:GPU:2'",
+            "tensor-device-mismatch",
+        ),
+        (
+            "F0101 10:00:00.000000  4242 cudnn.hpp:122] Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)  CUDNN_STATUS_BAD_PARAM",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "I0101 10:00:00.000000  4242 solver.cpp:218] Iteration 300 (3.1 iter/s, 32.6s/100 iters), loss = 87.3365",
+            "loss-nan-divergence",
+        ),
+        (
+            "[2019-01-01 10:00:00,000 INFO] Step 700/5000; acc:   0.20; ppl:   nan; xent:  nan; lr: 0.00070",
+            "loss-nan-divergence",
+        ),
         ("soundfile.LibsndfileError: Error opening 'a.wav': Format not recognised.", "uncaught-exception-crash"),
-        ("luajit: /opt/torch/share/lua/5.1/cudnn/convert.lua:64: attempt to call method 'replace' (a nil value)", "uncaught-exception-crash"),
+        (
+            "luajit: /opt/torch/share/lua/5.1/cudnn/convert.lua:64: attempt to call method 'replace' (a nil value)",
+            "uncaught-exception-crash",
+        ),
     ],
 )
 def test_caffe_lmdb_and_snapshots_lua_torch_windows_mpi_and_old_stacks_memory(line: str, entry: str) -> None:
@@ -1181,29 +1367,56 @@ def test_caffe_lmdb_and_snapshots_lua_torch_windows_mpi_and_old_stacks_memory(li
     ("line", "entry"),
     [
         ("RuntimeError: Device 0 does not have CUDA compute capability 5.0 or greater", "cuda-driver-mismatch"),
-        ("F0101 10:00:00.000000  4242 hl_cuda_cudnn.cc:171] Check failed: (cudnn_cuh_major < 4 && cudnn_dso_major < 4) || (cudnn_cuh_major == cudnn_dso_major) [cudnn init] libcudnn v7 with header v5 unmatched!", "cuda-driver-mismatch"),
-        ("Dilations conv is not supported in this cuDNN version(5.1.10). at [/paddle/platform/cudnn_helper.h:329]", "cuda-driver-mismatch"),
-        ("luajit: /opt/torch/share/lua/5.1/nn/THNN.lua:109: bad argument #3 to 'v' (cannot convert 'struct THLongTensor *' to 'struct THCudaTensor *')", "uncaught-exception-crash"),
+        (
+            "F0101 10:00:00.000000  4242 hl_cuda_cudnn.cc:171] Check failed: (cudnn_cuh_major < 4 && cudnn_dso_major < 4) || (cudnn_cuh_major == cudnn_dso_major) [cudnn init] libcudnn v7 with header v5 unmatched!",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "Dilations conv is not supported in this cuDNN version(5.1.10). at [/paddle/platform/cudnn_helper.h:329]",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "luajit: /opt/torch/share/lua/5.1/nn/THNN.lua:109: bad argument #3 to 'v' (cannot convert 'struct THLongTensor *' to 'struct THCudaTensor *')",
+            "uncaught-exception-crash",
+        ),
         ("\t[C]: in function 'assert'", "uncaught-exception-crash"),
-        ("2019-01-01 10:00:00 [job] [ERROR] Train Caffe Model: Out of memory in safe_reserve: 589390848 > 0 + 583860224 on device 1", "cuda-oom"),
+        (
+            "2019-01-01 10:00:00 [job] [ERROR] Train Caffe Model: Out of memory in safe_reserve: 589390848 > 0 + 583860224 on device 1",
+            "cuda-oom",
+        ),
         ("Name: Check failed: err == cudaSuccess (2 vs. 0) : mxnet_generic_kernel ErrStr:out of memory", "cuda-oom"),
-        ("Out of memory on device. To view more detail about available memory on the GPU, use 'gpuDevice()'.", "cuda-oom"),
-        ("luajit: /opt/lua/5.1/dp/data/mnist.lua:104: $ Torch: not enough memory: you tried to allocate 0GB. Buy new RAM!", "host-oom"),
-        ("10:00:00.000 [main] WARN  o.n.j.handler.impl.CudaZeroHandler - No available [HOST] memory, sleeping for a while...", "host-oom"),
+        (
+            "Out of memory on device. To view more detail about available memory on the GPU, use 'gpuDevice()'.",
+            "cuda-oom",
+        ),
+        (
+            "luajit: /opt/lua/5.1/dp/data/mnist.lua:104: $ Torch: not enough memory: you tried to allocate 0GB. Buy new RAM!",
+            "host-oom",
+        ),
+        (
+            "10:00:00.000 [main] WARN  o.n.j.handler.impl.CudaZeroHandler - No available [HOST] memory, sleeping for a while...",
+            "host-oom",
+        ),
         ("EXCEPTION occurred: bad allocation", "host-oom"),
         ("RuntimeError: module compiled against API version 0xb but this version of numpy is 0xa", "missing-module"),
         ("Exception in main training loop: nvrtc: error: failed to open libnvrtc-builtins.so.", "missing-module"),
         ("Reason: No collective ops available, API error. Is a collectives library installed?", "missing-module"),
         ("ERROR: USE_NCCL := 1 must be specified for multi-GPU", "missing-module"),
         ("*** Error in `lua': realloc(): invalid next size: 0x00000001408cc890 ***", "segfault-native-crash"),
-        ("#  EXCEPTION_ACCESS_VIOLATION (0xc0000005) at pc=0x00000000695f7010, pid=6148, tid=0x10fc", "segfault-native-crash"),
+        (
+            "#  EXCEPTION_ACCESS_VIOLATION (0xc0000005) at pc=0x00000000695f7010, pid=6148, tid=0x10fc",
+            "segfault-native-crash",
+        ),
         ("# A fatal error has been detected by the Java Runtime Environment:", "segfault-native-crash"),
         ("段错误 (核心已转储)", "segfault-native-crash"),
         ("EXCEPTION occurred: The training criterion is not a number (NAN).", "loss-nan-divergence"),
         (" Epoch[ 1 of 30]-Minibatch[   1- 500]: ce = 1.#QNAN000 * 5000; errs = 0.000% * 5000", "loss-nan-divergence"),
         ("Input file '../Data/Train_cntk_text.txt' is not open.", "file-not-found"),
         ("RuntimeError: Cannot open file '/data/ILSVRC2012_img_train/n02494079/n02494079_268.JPEG'", "file-not-found"),
-        ("WARNING ([5.5]:SelectGpuId():cu-device.cc:197) Will try again to get a GPU after 20 seconds.", "duplicate-gpu-assignment"),
+        (
+            "WARNING ([5.5]:SelectGpuId():cu-device.cc:197) Will try again to get a GPU after 20 seconds.",
+            "duplicate-gpu-assignment",
+        ),
     ],
 )
 def test_old_stacks_cudnn_pairs_lua_errors_java_crashes_and_windows_nan(line: str, entry: str) -> None:
@@ -1234,25 +1447,61 @@ def test_darknet_nan_averages_over_no_matched_box_are_not_divergence() -> None:
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
-        ("NotFoundError: No registered 'PyFunc' OpKernel for CPU devices compatible with node {{node PyFunc}}", "uncaught-exception-crash"),
-        ("OutOfRangeError (see above for traceback): FIFOQueue '_1_batch_join/fifo_queue' is closed and has insufficient elements (requested 9, current size 0)", "uncaught-exception-crash"),
-        ("W op_kernel.cc:1318] OP_REQUIRES failed at example_parsing_ops.cc:240 : Invalid argument: Key: input_mask. Can't parse serialized Example.", "uncaught-exception-crash"),
+        (
+            "NotFoundError: No registered 'PyFunc' OpKernel for CPU devices compatible with node {{node PyFunc}}",
+            "uncaught-exception-crash",
+        ),
+        (
+            "OutOfRangeError (see above for traceback): FIFOQueue '_1_batch_join/fifo_queue' is closed and has insufficient elements (requested 9, current size 0)",
+            "uncaught-exception-crash",
+        ),
+        (
+            "W op_kernel.cc:1318] OP_REQUIRES failed at example_parsing_ops.cc:240 : Invalid argument: Key: input_mask. Can't parse serialized Example.",
+            "uncaught-exception-crash",
+        ),
         ("Undefined function or variable 'numGpus'.", "uncaught-exception-crash"),
-        ("UnusedInputError: theano.function was asked to create a function computing outputs given certain inputs", "uncaught-exception-crash"),
-        ("/usr/local/share/lua/5.1/nn/THNN.lua:110: wrong number of arguments for function call", "uncaught-exception-crash"),
-        ("These bindings are for CUDNN 5.x (5005 <= cudnn.version > 6000) , while the loaded CuDNN is version: 7101", "cuda-driver-mismatch"),
-        ("torch/install/share/lua/5.1/cudnn/ffi.lua:1603: 'libcudnn (R5) not found in library path.", "cuda-driver-mismatch"),
-        ("UnimplementedError: File system scheme '[local]' not implemented (file: 'train-images-idx3-ubyte')", "file-not-found"),
+        (
+            "UnusedInputError: theano.function was asked to create a function computing outputs given certain inputs",
+            "uncaught-exception-crash",
+        ),
+        (
+            "/usr/local/share/lua/5.1/nn/THNN.lua:110: wrong number of arguments for function call",
+            "uncaught-exception-crash",
+        ),
+        (
+            "These bindings are for CUDNN 5.x (5005 <= cudnn.version > 6000) , while the loaded CuDNN is version: 7101",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "torch/install/share/lua/5.1/cudnn/ffi.lua:1603: 'libcudnn (R5) not found in library path.",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "UnimplementedError: File system scheme '[local]' not implemented (file: 'train-images-idx3-ubyte')",
+            "file-not-found",
+        ),
         ("DATA and FILTERS are not both CPU or GPU arrays.", "tensor-device-mismatch"),
         ("[1] [1] MPI startup(): ofi fabric is not available and fallback fabric is not enabled", "nccl-init-failure"),
         ("[1] node-a.329747PSM2 can't open hfi unit: -1 (err=23)", "nccl-init-failure"),
-        ("node-a:SCM:22fc4:aab49500: 127246108 us(127246108 us!!!):  open_hca: failed to init cr pipe - Connection timed out", "nccl-init-failure"),
+        (
+            "node-a:SCM:22fc4:aab49500: 127246108 us(127246108 us!!!):  open_hca: failed to init cr pipe - Connection timed out",
+            "nccl-init-failure",
+        ),
         ("> > Invalid MEX-file", "missing-module"),
         ("Attempt to execute SCRIPT vl_nnconv as a function:", "missing-module"),
         ("RuntimeError: CUDA environment is not correctly set up", "missing-module"),
-        ('[libprotobuf ERROR google/protobuf/text_format.cc:245] Error parsing text-format caffe.NetParameter: 213:3: Unknown enumeration value of "MULTI_STAGE_MEANFIELD" for field "type".', "missing-module"),
-        ("ResourceExhaustedError: OOM when allocating tensor with shape[510,510,510,510] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu", "host-oom"),
-        ("Train iteration 74400 / 1000000: total_loss:1148700065792.0, conf_loss:1743442149376.0", "loss-nan-divergence"),
+        (
+            '[libprotobuf ERROR google/protobuf/text_format.cc:245] Error parsing text-format caffe.NetParameter: 213:3: Unknown enumeration value of "MULTI_STAGE_MEANFIELD" for field "type".',
+            "missing-module",
+        ),
+        (
+            "ResourceExhaustedError: OOM when allocating tensor with shape[510,510,510,510] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu",
+            "host-oom",
+        ),
+        (
+            "Train iteration 74400 / 1000000: total_loss:1148700065792.0, conf_loss:1743442149376.0",
+            "loss-nan-divergence",
+        ),
     ],
 )
 def test_tf1_pipelines_matlab_theano_lua_bindings_tpu_paths_and_mpi_fabrics(line: str, entry: str) -> None:
@@ -1291,14 +1540,29 @@ def test_no_fingerprint_needs_pythons_re_on_every_line() -> None:
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
-        ("INFO:root:[Epoch 0][Batch 1], Speed: 24.210 samples/sec, CrossEntropy=2911234189311495764698741583380480.000, SmoothL1=nan", "loss-nan-divergence"),
-        ("Epoch[0] Batch [200]  Speed: 1.11 samples/sec Train-RPNAcc=0.797503,  RPNLogLoss=0.509807,    RPNL1Loss=nan,", "loss-nan-divergence"),
+        (
+            "INFO:root:[Epoch 0][Batch 1], Speed: 24.210 samples/sec, CrossEntropy=2911234189311495764698741583380480.000, SmoothL1=nan",
+            "loss-nan-divergence",
+        ),
+        (
+            "Epoch[0] Batch [200]  Speed: 1.11 samples/sec Train-RPNAcc=0.797503,  RPNLogLoss=0.509807,    RPNL1Loss=nan,",
+            "loss-nan-divergence",
+        ),
         ("iteration : 7, losses : nan", "loss-nan-divergence"),
-        ("InvalidArgumentError (see above for traceback): Nan in summary histogram for: ssd/conv4_3_normalized_hist", "loss-nan-divergence"),
-        ("E0731 17:34:52.597481 20328 common.cpp:103] Cannot create Cublas handle. Cublas won't be available.", "cuda-driver-mismatch"),
+        (
+            "InvalidArgumentError (see above for traceback): Nan in summary histogram for: ssd/conv4_3_normalized_hist",
+            "loss-nan-divergence",
+        ),
+        (
+            "E0731 17:34:52.597481 20328 common.cpp:103] Cannot create Cublas handle. Cublas won't be available.",
+            "cuda-driver-mismatch",
+        ),
         ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", "cuda-driver-mismatch"),
         ("/usr/include/stdc-predef.h:59:1: fatal error: cuda_runtime.h: No such file or directory", "missing-module"),
-        ("    Invalid MEX-file '/home/user/matconvnet/matlab/mex/vl_nnconv.mexa64': libcudnn.so.4: cannot open shared object file: No such file or directory", "missing-module"),
+        (
+            "    Invalid MEX-file '/home/user/matconvnet/matlab/mex/vl_nnconv.mexa64': libcudnn.so.4: cannot open shared object file: No such file or directory",
+            "missing-module",
+        ),
         ("slurmstepd: error: Job 7518 exceeded memory limit (626359956 > 512000000), being killed", "host-oom"),
     ],
 )
@@ -1335,18 +1599,45 @@ def test_tf_data_end_of_epoch_warnings_are_benign(line: str) -> None:
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
-        ("CUDA SETUP: Required library version not found: libbitsandbytes_cuda122.so. Maybe you need to compile it from source?", "cuda-driver-mismatch"),
+        (
+            "CUDA SETUP: Required library version not found: libbitsandbytes_cuda122.so. Maybe you need to compile it from source?",
+            "cuda-driver-mismatch",
+        ),
         ("CUDA SETUP: CUDA detection failed! Possible reasons:", "cuda-driver-mismatch"),
-        ("ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0", "cuda-driver-mismatch"),
-        ("GPUTooOldForTriton: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler", "cuda-driver-mismatch"),
-        ("ptxas /tmp/compile-ptx-src-38292b, line 100; error   : Feature '.bf16' requires .target sm_80 or higher", "cuda-driver-mismatch"),
-        ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared object file: no such file or directory: unknown.", "cuda-driver-mismatch"),
-        ("RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/conda/conda-bld/pytorch/work/aten/src/THC/THCBlas.cu:258", "cuda-driver-mismatch"),
-        ("Unable to load any of {libcudnn_ops.so.9.1.0, libcudnn_ops.so.9.1, libcudnn_ops.so.9, libcudnn_ops.so}", "missing-module"),
+        (
+            "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "GPUTooOldForTriton: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "ptxas /tmp/compile-ptx-src-38292b, line 100; error   : Feature '.bf16' requires .target sm_80 or higher",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared object file: no such file or directory: unknown.",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/conda/conda-bld/pytorch/work/aten/src/THC/THCBlas.cu:258",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "Unable to load any of {libcudnn_ops.so.9.1.0, libcudnn_ops.so.9.1, libcudnn_ops.so.9, libcudnn_ops.so}",
+            "missing-module",
+        ),
         ("RuntimeError: Library cublas64_11.dll is not found or cannot be loaded", "missing-module"),
-        ("onnxruntime::ProviderLibrary::Get [ONNXRuntimeError] : 1 : FAIL : LoadLibrary failed with error 126 \"\" when trying to load \"onnxruntime_providers_cuda.dll\"", "missing-module"),
+        (
+            'onnxruntime::ProviderLibrary::Get [ONNXRuntimeError] : 1 : FAIL : LoadLibrary failed with error 126 "" when trying to load "onnxruntime_providers_cuda.dll"',
+            "missing-module",
+        ),
         ("RuntimeError: Distributed package doesn't have NCCL built in", "nccl-init-failure"),
-        ("  Check failed: (__e == VK_SUCCESS) is false: Vulkan Error, code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY", "cuda-oom"),
+        (
+            "  Check failed: (__e == VK_SUCCESS) is false: Vulkan Error, code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY",
+            "cuda-oom",
+        ),
         ("    There is not enough space on the disk. (os error 112)", "storage-io-failure"),
     ],
 )
@@ -1357,23 +1648,46 @@ def test_library_fallbacks_old_gpus_for_new_kernels_windows_dlls_and_vulkan_memo
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
-        ("RuntimeError: arguments are located on different GPUs at /pytorch/torch/lib/THC/generic/THCTensorMathBlas.cu:236", "tensor-device-mismatch"),
-        ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method", "uncaught-exception-crash"),
-        ("/AppleInternal/Library/BuildRoots/x/Library/Caches/com.apple.xbs/Sources/MetalPerformanceShaders/MPSCore/Types/MPSNDArray.mm:850: failed assertion `[MPSNDArray initWithDevice:descriptor:] Error: total bytes of NDArray > 2**32'", "segfault-native-crash"),
+        (
+            "RuntimeError: arguments are located on different GPUs at /pytorch/torch/lib/THC/generic/THCTensorMathBlas.cu:236",
+            "tensor-device-mismatch",
+        ),
+        (
+            "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method",
+            "uncaught-exception-crash",
+        ),
+        (
+            "/AppleInternal/Library/BuildRoots/x/Library/Caches/com.apple.xbs/Sources/MetalPerformanceShaders/MPSCore/Types/MPSNDArray.mm:850: failed assertion `[MPSNDArray initWithDevice:descriptor:] Error: total bytes of NDArray > 2**32'",
+            "segfault-native-crash",
+        ),
         ("ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'", "cuda-driver-mismatch"),
         ("nvrtc: error: invalid value for --gpu-architecture (-arch)", "cuda-driver-mismatch"),
-        ("2022-Mar-29 07:07:29.0082    11:11    ERROR   NRT:nrt_init    Unable to determine Neuron Driver version. Please check aws-neuron-dkms package is installed.", "cuda-driver-mismatch"),
-        ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmStridedBatchedEx(handle, opa, opb, (int)m, (int)n, (int)k, (void*)&falpha, a, CUDA_R_16BF, (int)lda)`", "cuda-driver-mismatch"),
-        ("Memory access fault by GPU node-2 (Agent handle: 0x55fea5592860) on address 0x7fc133800000. Reason: Page not present or supervisor privilege.", "cuda-illegal-memory-access"),
+        (
+            "2022-Mar-29 07:07:29.0082    11:11    ERROR   NRT:nrt_init    Unable to determine Neuron Driver version. Please check aws-neuron-dkms package is installed.",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmStridedBatchedEx(handle, opa, opb, (int)m, (int)n, (int)k, (void*)&falpha, a, CUDA_R_16BF, (int)lda)`",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "Memory access fault by GPU node-2 (Agent handle: 0x55fea5592860) on address 0x7fc133800000. Reason: Page not present or supervisor privilege.",
+            "cuda-illegal-memory-access",
+        ),
         ("RuntimeError: Malloc for kernel output failed, Memory isn't enough, node:Default/Cast-op446", "cuda-oom"),
         ("ERROR  NRT:nrt_tensor_allocate   Failed to allocate 268435456 bytes on NC 0: Allocation Failure", "cuda-oom"),
         ("RuntimeError: Dataloader worker (pid 15623) is killed by signaled: Killed", "host-oom"),
         ("[>>>>>>>>>> ] 1022/5000, 1.5 task/s, elapsed: 673s, ETA: 2621s已杀死", "host-oom"),
         ("RuntimeError: neuronx-cc failed with -9", "host-oom"),
-        ("nvidia-container-cli: initialization error: nvml error: insufficient permissions: unknown", "permission-denied"),
+        (
+            "nvidia-container-cli: initialization error: nvml error: insufficient permissions: unknown",
+            "permission-denied",
+        ),
     ],
 )
-def test_old_thc_devices_fork_safety_metal_limits_new_architectures_and_other_accelerators_memory(line: str, entry: str) -> None:
+def test_old_thc_devices_fork_safety_metal_limits_new_architectures_and_other_accelerators_memory(
+    line: str, entry: str
+) -> None:
     assert _strongest_root_cause(line) == entry
 
 
@@ -1391,3 +1705,60 @@ def test_old_thc_devices_fork_safety_metal_limits_new_architectures_and_other_ac
 def test_stale_build_locks_launch_limits_and_outside_services_lie_outside_the_taxonomy(line: str) -> None:
     hit = _outside(line)
     assert hit is not None and hit.entry_id == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("RuntimeError: Expected is_sm90 || is_sm8x || is_sm75 to be true, but got false.", "cuda-driver-mismatch"),
+        (
+            "E tensorflow/c/c_api.cc:2184] Internal: CUDA runtime implicit initialization on GPU:0 failed. Status: device kernel image is invalid",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "W asm_compiler.cc:231] Falling back to the CUDA driver for PTX compilation; ptxas does not support CC 8.6",
+            "cuda-driver-mismatch",
+        ),
+        (
+            'E cuda_driver.cc:628] failed to get PTX kernel "concatenate" from module: CUDA_ERROR_NOT_FOUND: named symbol not found',
+            "cuda-driver-mismatch",
+        ),
+        (
+            "INTERNAL: CustomCall failed: jaxlib/gpu/prng_kernels.cc:33: operation gpuGetLastError() failed: cudaGetErrorString symbol not found.",
+            "cuda-driver-mismatch",
+        ),
+        ("RuntimeError: CUDA failed with error out of memory", "cuda-oom"),
+        ("| WARNING: ran out of memory, skipping batch", "cuda-oom"),
+        ("ERROR:plaidml:b'unable to run OpenCL kernel: CL_MEM_OBJECT_ALLOCATION_FAILURE'", "cuda-oom"),
+        (
+            "RuntimeError: Failed to import transformers.models.esm.modeling_esm because of the following error (look up to see its traceback):",
+            "missing-module",
+        ),
+        ("terminate called after throwing an instance of 'std::out_of_range'", "uncaught-exception-crash"),
+        ("/site-packages/pyro/infer/traceenum_elbo.py:419: UserWarning: Encountered NaN: loss", "loss-nan-divergence"),
+    ],
+)
+def test_gpu_generation_guards_other_oom_wordings_lazy_imports_cxx_logic_errors_and_pyro_nans(
+    line: str, entry: str
+) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2024-11-21 15:11:08.496721: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:607] Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT when one has already been registered",
+        "I1204 13:13:42.884638 139807170155648 xla_bridge.py:895] Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'",
+    ],
+)
+def test_tensorflow_plugin_reregistration_and_jax_backend_probes_are_benign(line: str) -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    assert m.is_benign(line)
+    assert _hits(line) == []
+
+
+def test_a_cxx_bad_alloc_is_no_logic_error() -> None:
+    assert (
+        _strongest_root_cause("terminate called after throwing an instance of 'std::bad_alloc'")
+        != "uncaught-exception-crash"
+    )
