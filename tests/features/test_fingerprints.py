@@ -1762,3 +1762,52 @@ def test_a_cxx_bad_alloc_is_no_logic_error() -> None:
         _strongest_root_cause("terminate called after throwing an instance of 'std::bad_alloc'")
         != "uncaught-exception-crash"
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "CUDA Runtime error create_frustum_kernel # a PTX JIT compilation failed, code = cudaErrorInvalidPtx [ 218 ]",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "RuntimeError: Current CUDA Device does not support bfloat16. Please switch dtype to float16.",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "RuntimeError: cuDNN version incompatibility: PyTorch was compiled against (8, 3, 2) but linked against (8, 0, 3)",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "ImportError: /x/torch/lib/libtorch_cpu.so: undefined symbol: cuptiActivityEnableDriverApi, version libcupti.so.12",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "dgl._ffi.base.DGLError: [15:39:21] /opt/dgl/src/array/array.cc:34: Operator Range does not support cuda device.",
+            "cuda-driver-mismatch",
+        ),
+        ("RuntimeError: No such operator torchvision::nms", "missing-module"),
+    ],
+)
+def test_ptx_the_driver_cannot_compile_bf16_on_old_gpus_other_cuda_libraries_and_cpu_only_builds(
+    line: str, entry: str
+) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_an_undefined_symbol_of_a_torch_extension_stays_an_import_failure() -> None:
+    line = (
+        "ImportError: /x/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    )
+    assert _strongest_root_cause(line) != "cuda-driver-mismatch"
+
+
+def test_tf1_queue_runners_cancelled_at_the_end_of_training_are_benign() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    for line in (
+        "W tensorflow/core/kernels/queue_base.cc:277] _0_fifo_queue: Skipping cancelled enqueue attempt with queue not closed",
+        "tensorflow.python.framework.errors_impl.CancelledError: Enqueue operation was cancelled",
+    ):
+        assert m.is_benign(line)
+        assert _hits(line) == []
