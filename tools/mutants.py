@@ -512,6 +512,39 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_synthetic_roundtrip.py", "-k", "archive"),
         "write_archive (.zip) writes empty files",
     ),
+    # -- retraining ---------------------------------------------------------------------------------
+    Mutant(
+        "stage1-carry-fingerprints-by-index",
+        "src/denpex_ml/model/head.py",
+        "            cols[c * fp : (c + 1) * fp] = np.arange(b * fp, (b + 1) * fp)\n",
+        "            cols[c * fp : (c + 1) * fp] = np.arange(c * fp, (c + 1) * fp) % layout.n_fingerprint\n",
+        ("tests/model/test_head.py", "-k", "carried"),
+        "a class's fingerprint columns carried by position, not by the class's id",
+    ),
+    Mutant(
+        "stage1-new-class-gets-a-known-row",
+        "src/denpex_ml/model/head.py",
+        "                raw[np.flatnonzero(known)] = given\n",
+        "                raw[: len(given)] = given\n",
+        ("tests/model/test_head.py", "-k", "carried"),
+        "the carried-over rows written over the first classes, the new class among them",
+    ),
+    Mutant(
+        "retrieval-block-drops-exclusion",
+        "src/denpex_ml/model/retrieval.py",
+        "exclude=None if exclude is None else exclude[i : i + QUERY_BLOCK]",
+        "exclude=None",
+        ("tests/model/test_retrieval.py",),
+        "query blocks scored without their rows' exclusions",
+    ),
+    Mutant(
+        "feature-cache-text-ends-unchecked",
+        "src/denpex_ml/training/cache.py",
+        "int(ends[-1]) != len(blob)",
+        "False",
+        ("tests/training/test_feature_store.py",),
+        "text ends that do not fit the texts accepted",
+    ),
     # -- CLI ---------------------------------------------------------------------------------------
     Mutant(
         "cli-incidents-unregistered",

@@ -48,5 +48,6 @@ def test_a_cache_of_the_older_layout_is_read_and_rewritten(tmp_path: Path) -> No
 def test_text_ends_that_do_not_fit_the_texts_leave_the_cache_empty(tmp_path: Path) -> None:
     _filled(tmp_path)
     ends = tmp_path / "features" / "sig" / "text_ends.npy"
-    np.save(ends, np.array([3, 2, 99], dtype=np.int64))
-    assert len(FeatureStore(tmp_path, "sig", 3)) == 0
+    for wrong in ([3, 2, 99], [1, 2, 3, 4, 5]):  # not increasing; one end per text but short of the file
+        np.save(ends, np.array(wrong, dtype=np.int64))
+        assert len(FeatureStore(tmp_path, "sig", 3)) == 0
