@@ -434,14 +434,7 @@ class DenpexModel:
                 f"{path}: trained on taxonomy {manifest['taxonomy_hash']}, but the loaded taxonomy is "
                 f"{taxonomy.fingerprint_hash()} (entries or fingerprints changed): retrain, or pass the taxonomy it was trained with"
             )
-        lay = manifest["layout"]
-        layout = FeatureLayout(
-            int(lay["n_classes"]),
-            int(lay["n_structure"]),
-            int(lay["embed_dim"]),
-            int(lay.get("n_hang", 0)),
-            int(lay.get("fp_per_class", 4)),
-        )
+        layout = FeatureLayout.from_manifest(manifest["layout"])
         if list(manifest.get("structure_features", [])) != list(STRUCTURE_NAMES):
             raise ModelError(f"{path}: structure features differ from this library version's; retrain the model")
         encoder = make_encoder(str(manifest["encoder"]), models_root())

@@ -23,7 +23,7 @@ so loading and applying a model imports neither (a batch worker starts about a s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -67,6 +67,17 @@ class FeatureLayout:
     embed_dim: int
     n_hang: int = 0
     fp_per_class: int = 4  #: 4 fingerprint role columns, + 1 line-bank similarity when 5
+
+    @classmethod
+    def from_manifest(cls, lay: dict[str, Any]) -> FeatureLayout:
+        """The layout a model directory's manifest records (its ``layout`` object)."""
+        return cls(
+            int(lay["n_classes"]),
+            int(lay["n_structure"]),
+            int(lay["embed_dim"]),
+            int(lay.get("n_hang", 0)),
+            int(lay.get("fp_per_class", 4)),
+        )
 
     @property
     def n_fingerprint(self) -> int:

@@ -276,14 +276,7 @@ def _base_start(st: _Setup, base: str | Path) -> dict[str, np.ndarray] | None:
     """The stage 1 of the model in ``base`` carried over to this training's labels and layout
     (a solver start: :func:`~denpex_ml.model.head.stage1_for_layout`)."""
     manifest, arrays = read_model_dir(base)
-    lay = manifest["layout"]
-    layout = FeatureLayout(
-        int(lay["n_classes"]),
-        int(lay["n_structure"]),
-        int(lay["embed_dim"]),
-        int(lay.get("n_hang", 0)),
-        int(lay.get("fp_per_class", 4)),
-    )
+    layout = FeatureLayout.from_manifest(manifest["layout"])
     stage1 = {k[len("stage1_") :]: v for k, v in arrays.items() if k.startswith("stage1_")}
     return stage1_for_layout(stage1, list(manifest["labels"]), layout, st.labels, st.layout)
 
