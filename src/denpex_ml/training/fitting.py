@@ -11,7 +11,7 @@ workers (1: none). :mod:`~denpex_ml.training.trainer` (train, evaluate, save) an
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -286,6 +286,29 @@ def cv_jobs(n_folds: int) -> int:
     return max(1, min(cpus, n_folds))
 
 
+def _heads_fitted(
+    data: Sequence[_HeadData],
+    layout: FeatureLayout,
+    entry_emb: np.ndarray,
+    cfg: TrainConfig,
+    affinity: np.ndarray | None,
+    pair_features: tuple[str, ...] | None,
+    init_from: DenpexHead | dict[str, np.ndarray] | None,
+    jobs: int,
+) -> Iterator[DenpexHead]:
+    """A head per ``data``, in order: with more than one job fitted in worker processes (joblib's
+    loky), otherwise here, one after another."""
+    if jobs == 1:
+        for d in data:
+            yield _fit_head_on(d, layout, entry_emb, cfg, affinity, pair_features, init_from)
+        return
+    from joblib import Parallel, delayed
+
+    yield from Parallel(n_jobs=jobs, backend="loky", return_as="generator")(
+        delayed(_fit_head_on)(d, layout, entry_emb, cfg, affinity, pair_features, init_from) for d in data
+    )
+
+
 def fit_fold_heads(
     folds: Sequence[tuple[np.ndarray, FeatureSet]],
     layout: FeatureLayout,
@@ -301,17 +324,9 @@ def fit_fold_heads(
     otherwise here, one after another. Each fit is deterministic and runs its BLAS on one thread,
     so the heads do not depend on ``n_jobs``."""
     jobs = cv_jobs(len(folds)) if n_jobs is None else max(1, min(n_jobs, len(folds)))
-    data = [(te, _HeadData.of(fs, cfg.real_weight)) for te, fs in folds]
-    if jobs == 1:
-        for te, d in data:
-            yield te, _fit_head_on(d, layout, entry_emb, cfg, affinity, pair_features, init_from)
-        return
-    from joblib import Parallel, delayed
-
-    heads = Parallel(n_jobs=jobs, backend="loky", return_as="generator")(
-        delayed(_fit_head_on)(d, layout, entry_emb, cfg, affinity, pair_features, init_from) for _, d in data
-    )
-    for (te, _), head in zip(data, heads, strict=True):
+    data = [_HeadData.of(fs, cfg.real_weight) for _, fs in folds]
+    heads = _heads_fitted(data, layout, entry_emb, cfg, affinity, pair_features, init_from, jobs)
+    for (te, _), head in zip(folds, heads, strict=True):
         yield te, head
 
 
@@ -324,25 +339,21 @@ def fit_final_and_fold_heads(
     affinity: np.ndarray | None,
     init_from: dict[str, np.ndarray],
     n_jobs: int | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> tuple[DenpexHead, list[tuple[np.ndarray, DenpexHead]]]:
     """The final head (on ``final_fs``) and the fold heads of :func:`fit_fold_heads`, fitted
     together when every one starts from the same given stage 1 (a retrain's base model,
     :func:`~denpex_ml.model.head.stage1_for_layout`): no fold waits for the final head, so both
-    CPUs stay busy until the last fit. Each fit is deterministic and on one BLAS thread: the
-    heads do not depend on ``n_jobs``."""
-    jobs = cv_jobs(len(folds) + 1) if n_jobs is None else max(1, n_jobs)
-    jobs = min(jobs, len(folds) + 1)
+    CPUs stay busy until the last fit. ``tick`` is called as each head is done. Each fit is
+    deterministic and on one BLAS thread: the heads do not depend on ``n_jobs``."""
+    n = len(folds) + 1
+    jobs = cv_jobs(n) if n_jobs is None else max(1, min(n_jobs, n))
     data = [_HeadData.of(final_fs, cfg.real_weight)] + [_HeadData.of(fs, cfg.real_weight) for _, fs in folds]
-    if jobs == 1:
-        heads = [_fit_head_on(d, layout, entry_emb, cfg, affinity, None, init_from) for d in data]
-    else:
-        from joblib import Parallel, delayed
-
-        heads = list(
-            Parallel(n_jobs=jobs, backend="loky")(
-                delayed(_fit_head_on)(d, layout, entry_emb, cfg, affinity, None, init_from) for d in data
-            )
-        )
+    heads: list[DenpexHead] = []
+    for head in _heads_fitted(data, layout, entry_emb, cfg, affinity, None, init_from, jobs):
+        heads.append(head)
+        if tick is not None:
+            tick()
     return heads[0], [(te, h) for (te, _), h in zip(folds, heads[1:], strict=True)]
 
 

@@ -288,6 +288,7 @@ def _fit_heads(
     config: TrainConfig,
     start: dict[str, np.ndarray] | None,
     with_real: bool,
+    progress: Progress,
 ) -> tuple[DenpexHead, list[tuple[np.ndarray, FeatureSet]] | None, list[tuple[np.ndarray, DenpexHead]] | None]:
     """The final head and, when a start is given and real incidents are cross-validated, the
     real folds and their heads fitted alongside it (else the folds are fitted later, each from
@@ -295,7 +296,10 @@ def _fit_heads(
     if start is None or not with_real:
         return fit_head(final_fs, st.layout, st.entry_emb, config, st.affinity, init_from=start), None, None
     folds = _real_folds(fs, config)
-    head, fold_heads = fit_final_and_fold_heads(final_fs, folds, st.layout, st.entry_emb, config, st.affinity, start)
+    tick = progress("fitting the final head and the cross-validation folds", len(folds) + 1)
+    head, fold_heads = fit_final_and_fold_heads(
+        final_fs, folds, st.layout, st.entry_emb, config, st.affinity, start, tick=tick
+    )
     return head, folds, fold_heads
 
 
@@ -435,7 +439,7 @@ def train(
 
     # 1. the final model: synthetic train + all real + user incidents
     final_fs = concat_features(fs["train"], fs["user"], real)
-    head, folds, fold_heads = _fit_heads(st, fs, final_fs, config, start, with_real)
+    head, folds, fold_heads = _fit_heads(st, fs, final_fs, config, start, with_real, progress)
     # 2. real incidents out of fold; the hang temperature and hang prior fitted on them
     cv = (
         _cross_validate_real(
