@@ -1811,3 +1811,44 @@ def test_tf1_queue_runners_cancelled_at_the_end_of_training_are_benign() -> None
     ):
         assert m.is_benign(line)
         assert _hits(line) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "[E] IRuntime::deserializeCudaEngine: Error Code 1: Serialization (Serialization assertion "
+            "stdVersionRead == kSERIALIZATION_VERSION failed.Version tag does not match. Note: Current Version: 237, "
+            "Serialized Engine Version: 239)",
+            "cuda-driver-mismatch",
+        ),
+        ("[TensorRT] ERROR: INVALID_CONFIG: Deserialize the cuda engine failed.", "cuda-driver-mismatch"),
+        ("CUDA error 222 at /src/yolov5/yololayer.cu:37yolov5: Assertion `0' failed.", "cuda-driver-mismatch"),
+        ("vkCreateInstance failed -9", "cuda-driver-mismatch"),
+        ("vkAllocateMemory failed -2", "cuda-oom"),
+        ("[2024-01-06 23:17:35.956] [error] Could not locate zlibwapi.dll. Please make sure it is in your library path!", "missing-module"),
+        ("Exception: ROM is missing for pong, see https://github.com/openai/atari-py#roms for instructions", "file-not-found"),
+        ('gym.error.Error: Unable to find game "Pong", did you import Pong with ale-import-roms?', "file-not-found"),
+    ],
+)
+def test_tensorrt_engines_of_another_release_vulkan_drivers_and_memory_cudnn_dlls_and_atari_roms(
+    line: str, entry: str
+) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_two_openmp_runtimes_in_one_process_lie_outside_the_taxonomy() -> None:
+    line = "OMP: Error #15: Initializing libiomp5md.dll, but found libiomp5md.dll already initialized."
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+
+
+def test_grapplers_layout_refusal_for_a_scalar_input_is_benign() -> None:
+    m = FingerprintMatcher(load_taxonomy())
+    line = (
+        "2024-06-05 00:48:34.244384: E tensorflow/core/grappler/optimizers/meta_optimizer.cc:961] layout failed: "
+        "INVALID_ARGUMENT: Size of values 0 does not match size of permutation 4 @ fanin shape inlinear/dropout/"
+        "dropout/SelectV2-2-TransposeNHWCToNCHW-LayoutOptimizer"
+    )
+    assert m.is_benign(line)
+    assert [h for h in _hits(line) if h.role.value == "root-cause"] == []
