@@ -1852,3 +1852,35 @@ def test_grapplers_layout_refusal_for_a_scalar_input_is_benign() -> None:
     )
     assert m.is_benign(line)
     assert [h for h in _hits(line) if h.role.value == "root-cause"] == []
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("node-a:212030:212030 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'", "nccl-shm-p2p-failure"),
+        ("node-a:52617:53046 [4] include/shm.h:42 NCCL WARN Cuda failure 'invalid argument' ", "nccl-shm-p2p-failure"),
+        (
+            '  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/fp16/loss_scaler.py", line 183, in update_scale',
+            "loss-nan-divergence",
+        ),
+    ],
+)
+def test_intra_node_cuda_refusals_and_a_loss_scaler_that_gives_up(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+        "RuntimeError: Internal: Inconsistent reduction fusion outputs",
+    ],
+)
+def test_compiler_internal_failures_lie_outside_the_taxonomy(line: str) -> None:
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+
+
+def test_a_cuda_failure_in_nccl_init_is_not_read_as_intra_node() -> None:
+    # the shm/transport rule names its files: init.cc's refusals stay with start-up
+    assert _strongest_root_cause("node-a:1:1 [0] init.cc:1032 NCCL WARN Cuda failure 'invalid argument'") != "nccl-shm-p2p-failure"
