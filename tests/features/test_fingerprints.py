@@ -1884,3 +1884,34 @@ def test_compiler_internal_failures_lie_outside_the_taxonomy(line: str) -> None:
 def test_a_cuda_failure_in_nccl_init_is_not_read_as_intra_node() -> None:
     # the shm/transport rule names its files: init.cc's refusals stay with start-up
     assert _strongest_root_cause("node-a:1:1 [0] init.cc:1032 NCCL WARN Cuda failure 'invalid argument'") != "nccl-shm-p2p-failure"
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 5, kind: PermissionDenied, "
+            'message: "Access is denied." })',
+            "permission-denied",
+        ),
+        (
+            "!!! Exception during processing !!! Error while serializing: IoError(Os { code: 3, kind: NotFound, "
+            'message: "The system cannot find the path specified." })',
+            "file-not-found",
+        ),
+        (
+            "2025-02-08 13:49:59.295718: W external/xla/xla/hlo/transforms/simplifiers/hlo_rematerialization.cc:3021] "
+            "Can't reduce memory use below -21.13GiB (-22689193934 bytes) by rematerialization; only reduced to 27.76GiB",
+            "cuda-oom",
+        ),
+    ],
+)
+def test_rust_io_error_kinds_and_xla_rematerialisation_that_cannot_fit(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_deepspeed_memory_report_near_full_host_memory_is_a_host_oom_symptom() -> None:
+    full = "[2023-04-20 19:03:19,581] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  used = 29.71 GB, percent = 95.3%"
+    roomy = "[2023-04-20 19:03:19,581] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  used = 12.10 GB, percent = 38.8%"
+    assert any(h.entry_id == "host-oom" and h.role.value == "symptom" for h in _hits(full))
+    assert not any(h.entry_id == "host-oom" for h in _hits(roomy))
