@@ -1915,3 +1915,65 @@ def test_deepspeed_memory_report_near_full_host_memory_is_a_host_oom_symptom() -
     roomy = "[2023-04-20 19:03:19,581] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  used = 12.10 GB, percent = 38.8%"
     assert any(h.entry_id == "host-oom" and h.role.value == "symptom" for h in _hits(full))
     assert not any(h.entry_id == "host-oom" for h in _hits(roomy))
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        # NCCL's "Last error:" names the failed device allocation on a line of its own
+        ("Failed to CUDA calloc 67108864 bytes", "cuda-oom"),
+        ("10.0.0.1: Failed to CUDA calloc async 1920 bytes", "cuda-oom"),
+        ("RuntimeError: unable to allocate shared memory(shm) for file: </torch_1_123>", "dataloader-shm-bus-error"),
+        ("ValueError: Loss is not finite and patience is exhausted. To debug, wrap `fit()` with autograd's", "loss-nan-divergence"),
+        ("ValueError: The parameter loc has invalid values", "loss-nan-divergence"),
+        (
+            "Epoch 41/250: 100%|#####| 9375/9375 [07:11<00:00, 21.73it/s, DR=713, DF=nan, G=nan, LR=0.0001]",
+            "loss-nan-divergence",
+        ),
+        ("/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:60: launch_kernel: block: [0,0,0]", "cuda-device-side-assert"),
+        (
+            "node-a:14508:15205 [0] transport/net_ib.cc:651 NCCL WARN NET/IB : collective mismatch error "
+            "local size 348160 remote 32768 addr 7fb47b011000 rkey baa8 seq 5a/5a",
+            "collective-mismatch",
+        ),
+        ("node-a:795:822 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.2<54263> failed", "nccl-init-failure"),
+        (
+            "OSError: /opt/venv/site-packages/horovod/common/mpi_lib.so: undefined symbol: __cudaPopCallConfiguration",
+            "missing-module",
+        ),
+        ("ImportError: DLL load failed: The paging file is too small for this operation to complete.", "host-oom"),
+    ],
+)
+def test_wordings_read_from_batches_ay_and_az(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_a_cuda_runtime_symbol_from_a_newer_nvcc_is_an_extension_build_not_a_driver_mismatch() -> None:
+    # __cudaPopCallConfiguration comes from the nvcc that built the extension; NCCL symbols stay with the driver entry
+    assert _strongest_root_cause("mpi_lib.so: undefined symbol: __cudaPopCallConfiguration") != "cuda-driver-mismatch"
+    assert _strongest_root_cause("libtorch_cuda.so: undefined symbol: ncclMemFree") == "cuda-driver-mismatch"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[your_api_key])",
+        "wandb.errors.error.Error: Couldn't communicate with backend after 15 seconds",
+        "requests.exceptions.HTTPError: 401 Client Error. (Request ID: Root=<masked>)",
+        "Repository Not Found for url: https://huggingface.co/api/models/org/model/revision/main.",
+        "Your API token is invalid.",
+    ],
+)
+def test_experiment_trackers_and_hub_credentials_lie_outside_the_taxonomy(line: str) -> None:
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+
+
+def test_ray_warnings_of_a_full_disk_and_low_host_memory_are_symptoms() -> None:
+    disk = (
+        "(raylet) [2022-10-31 12:59:35,557 E 62901 62931] (raylet) file_system_monitor.cc:105: /tmp/ray/session_x "
+        "is over 95% full, available space: 13307080704; capacity: 270475862016."
+    )
+    ram = "Memory usage on this node: 7.4/7.5 GiB: ***LOW MEMORY*** less than 10% of the memory on this node is available"
+    assert any(h.entry_id == "storage-io-failure" and h.role.value == "symptom" for h in _hits(disk))
+    assert any(h.entry_id == "host-oom" and h.role.value == "symptom" for h in _hits(ram))
