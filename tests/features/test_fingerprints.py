@@ -1977,3 +1977,23 @@ def test_ray_warnings_of_a_full_disk_and_low_host_memory_are_symptoms() -> None:
     ram = "Memory usage on this node: 7.4/7.5 GiB: ***LOW MEMORY*** less than 10% of the memory on this node is available"
     assert any(h.entry_id == "storage-io-failure" and h.role.value == "symptom" for h in _hits(disk))
     assert any(h.entry_id == "host-oom" and h.role.value == "symptom" for h in _hits(ram))
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("RuntimeError: Address already in use", "nccl-init-failure"),
+        ("mistralrs-headnode  | Error: Address already in use (os error 98)", "nccl-init-failure"),
+        (
+            "Original error: DEADLINE_EXCEEDED: Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0. "
+            "This usually happens because a task triggered the barrier too early or too slowly.",
+            "nccl-init-failure",
+        ),
+        (
+            "RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to decrease `--max-batch-prefill-tokens`",
+            "cuda-oom",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_ba(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
