@@ -1997,3 +1997,24 @@ def test_ray_warnings_of_a_full_disk_and_low_host_memory_are_symptoms() -> None:
 )
 def test_wordings_read_from_batch_ba(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        # NCCL logs "file.cc:line -> code" in every caller of a failed call; the file and the code say where
+        ("node-a:17281:17552 [1] INFO bootstrap.cu:45 -> 2 [Net]", "nccl-init-failure"),
+        ("node-a:4533:4667 [0] NCCL INFO misc/socket.cc:568 -> 2", "nccl-init-failure"),
+        ("node-a:1:2 [0] NCCL INFO transport/shm.cc:114 -> 2", "nccl-shm-p2p-failure"),
+        ("node-a:1:2 [0] NCCL INFO init.cc:1084 -> 5", "duplicate-gpu-assignment"),
+        ("node-b:94639:94652 [0] NCCL INFO transport/net.cc:1298 -> 6", "nccl-network-error"),
+    ],
+)
+def test_nccl_error_traces_point_at_their_stage(line: str, entry: str) -> None:
+    assert any(h.entry_id == entry and h.role.value == "symptom" for h in _hits(line))
+
+
+def test_a_successful_nccl_call_is_not_an_error_trace() -> None:
+    # "-> 0" is never logged by NCCL's error checks; INFO lines without a code carry nothing
+    for line in ("node-a:1:2 [0] NCCL INFO init.cc:1084 -> 0", "node-a:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"):
+        assert not any(h.entry_id in {"nccl-init-failure", "duplicate-gpu-assignment"} for h in _hits(line))

@@ -233,6 +233,7 @@ def test_jsonl_message_rank_prefix_beats_the_pod_index() -> None:
         "E tensorflow/stream_executor/cuda/cuda_dnn.cc:378] Loaded runtime CuDNN library: 6021 (compatibility version 6000)",
         "2017-06-03 13:19:08.208724: E tensorflow/stream_executor/cuda/cuda_dnn.cc:352] Loaded runtime CuDNN library: 5005",
         "E0410 21:04:57.403295131   30715 f872.cc:77]                 channel stack builder gave up",
+        "NCCL INFO misc/socket.cc:568 -> 2",
     ],
 )
 def test_failure_lines_of_other_stacks_are_kept_from_the_middle_of_a_long_log(line: str) -> None:

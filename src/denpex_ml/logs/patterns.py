@@ -99,7 +99,9 @@ SALIENT_PATTERN = (
     # TF's allocator dump on a failed allocation, EAGAIN, TLS and scheduler credentials
     r"TIMEOUT|Caused by op|==== backtrace|Sum Total of in-use chunks|Total bytes in pool|"
     r"Resource temporarily unavailable|[Cc]ertificate|[Cc]redential|segfault|nan loss|NaN loss|peer access|"
-    r"retry count exceeded|GID is NULL|已杀死|\blua(?:jit)?: |stack traceback:|\b" + GLOG_ERROR
+    r"retry count exceeded|GID is NULL|已杀死|\blua(?:jit)?: |stack traceback:|\b" + GLOG_ERROR + "|"
+    # NCCL's error trace: each caller of a failed call logs ``file.cc:line -> code`` (code > 0)
+    r"\.(?:cc|cu):\d+ -> [1-9]"
 )
 #: (RE2) a line that needs ingestion's general parser: other launcher prefixes, NCCL debug or host
 #: prefixes at line start, launcher summaries (parsed in order), syslog timestamps
