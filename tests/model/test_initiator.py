@@ -296,6 +296,20 @@ def test_megatron_numerics_check_names_its_rank() -> None:
     assert v.rank == 3
 
 
+def test_nccls_proxy_service_names_the_rank_whose_operation_failed() -> None:
+    # two hosts' NCCL lines keyed by process (no rank prefix): the proxy's own rank is the one named
+    text = (
+        "node-a:406794:406794 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+        "node-b:405399:405399 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"
+        "node-a:406794:406838 [0] transport/net_ib.cc:1112 NCCL WARN NET/IB : Unable to create QP\n"
+        "node-a:406794:406838 [0] NCCL INFO transport/net.cc:837 -> 2\n"
+        "node-a:406794:406838 [0] proxy.cc:1040 NCCL WARN [Proxy Service 8] Failed to execute operation Connect "
+        "from rank 8, retcode 2\n"
+    )
+    v = verdict(text, "nccl-init-failure")
+    assert v.rank == 8
+
+
 def test_xla_names_the_replica_whose_execution_failed() -> None:
     text = (
         "E1120 10:59:55.894873   35984 pjrt_stream_executor_client.cc:3067] Execution of replica 1 failed: INTERNAL: "

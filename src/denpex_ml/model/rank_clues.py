@@ -80,6 +80,9 @@ _NAMED = re.compile(
     r"|\brank\s*=\s*(?P<c>\d+)\b"
     # Megatron's numerics check: "Rank 3: found NaN in local grad norm in backwards pass"
     r"|\bRank (?P<d>\d+): found (?:NaN|Inf|nan|inf)\b"
+    # NCCL's proxy thread of a rank failing an operation (a set-up connect, a transfer):
+    # "[Proxy Service 8] Failed to execute operation Connect from rank 8, retcode 2"
+    r"|\[Proxy Service (?P<e>\d+)\] Failed to execute operation \w+ from rank \d+"
 )
 
 
@@ -170,11 +173,15 @@ def error_line_naming_rank(bundle: LogBundle) -> RankClue | None:
     """The rank named by the first line no rank prefix claimed that reports an error of its own
     (:func:`~denpex_ml.features.select.is_error_line`) in words that name the rank it happened
     on (LBANN's ``Caught signal 11 (SIGSEGV ...) on rank 5``, an error ``for rank 3``), when no
-    fingerprint line carried a rank."""
-    st = bundle.streams.get(GLOBAL_STREAM)
-    if st is None:
+    fingerprint line carried a rank. Lines of streams keyed by process or host (NCCL debug lines
+    of a job whose ranks the log never maps) count as unclaimed too, in the order of the log."""
+    unclaimed = [st for key, st in bundle.streams.items() if key == GLOBAL_STREAM or not isinstance(key, int)]
+    if not unclaimed:
         return None
-    for line in st.lines:
+    lines = [ln for st in unclaimed for ln in st.lines]
+    if len(unclaimed) > 1:
+        lines.sort(key=lambda ln: (ln.source, ln.lineno))
+    for line in lines:
         text = line.text
         if "ank" in text and is_error_line(text):
             m = _NAMED.search(text)
