@@ -175,7 +175,7 @@ def error_line_naming_rank(bundle: LogBundle) -> RankClue | None:
     on (LBANN's ``Caught signal 11 (SIGSEGV ...) on rank 5``, an error ``for rank 3``), when no
     fingerprint line carried a rank. Lines of streams keyed by process or host (NCCL debug lines
     of a job whose ranks the log never maps) count as unclaimed too, in the order of the log."""
-    unclaimed = [st for key, st in bundle.streams.items() if key == GLOBAL_STREAM or not isinstance(key, int)]
+    unclaimed = [st for key, st in bundle.streams.items() if not isinstance(key, int)]  # "global", "host:pidN"
     if not unclaimed:
         return None
     lines = [ln for st in unclaimed for ln in st.lines]
