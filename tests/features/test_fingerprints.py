@@ -2002,6 +2002,27 @@ def test_wordings_read_from_batch_ba(line: str, entry: str) -> None:
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
+        (
+            "Memory on the node (IP: 10.0.0.1, ID: ba65c80c) where the task (task ID: d221d262, name=head, rank=0,, pid=4503, memory used",
+            "host-oom",
+        ),
+        ("Memory on the node (IP: 10.0.0.1, ID: 87d772fa) where the lease (lease ID: 79000000) was running was 54.86GB", "host-oom"),
+        ("Program hbm requirement 10.96G:", "cuda-oom"),
+        ("Total hbm usage >= 11.47G:", "cuda-oom"),
+        (
+            "ValueError: Expected a string path to an existing deepspeed config, or a dictionary, or a base64 encoded string. "
+            "Received: deepspeed.json",
+            "file-not-found",
+        ),
+    ],
+)
+def test_wordings_read_from_batches_bb_and_bc(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
         # NCCL logs "file.cc:line -> code" in every caller of a failed call; the file and the code say where
         ("node-a:17281:17552 [1] INFO bootstrap.cu:45 -> 2 [Net]", "nccl-init-failure"),
         ("node-a:4533:4667 [0] NCCL INFO misc/socket.cc:568 -> 2", "nccl-init-failure"),
