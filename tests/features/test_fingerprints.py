@@ -2023,6 +2023,39 @@ def test_wordings_read_from_batches_bb_and_bc(line: str, entry: str) -> None:
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
+        ("     Allocation type: HLO temp", "cuda-oom"),
+        (
+            "MemoryError: std::bad_alloc: out_of_memory: CUDA error at: /project/include/rmm/mr/device/cuda_memory_resource.hpp:70: "
+            "cudaErrorMemoryAllocation out of memory",
+            "cuda-oom",
+        ),
+        (
+            "RuntimeError: [enforce fail at ..\\c10\\core\\CPUAllocator.cpp:79] data. DefaultCPUAllocator: not enough memory: "
+            "you tried to allocate 683520000 bytes.",
+            "host-oom",
+        ),
+        (
+            "[rank1]: NotImplementedError: Using RTX 4000 series doesn't support faster communication broadband via P2P or IB. "
+            'Please set `NCCL_P2P_DISABLE="1"` and `NCCL_IB_DISABLE="1" or use `accelerate launch`',
+            "nccl-shm-p2p-failure",
+        ),
+        (
+            'RuntimeError: p.is_cuda() INTERNAL ASSERT FAILED at "csrc/adam/interface.cpp":10, please report a bug to PyTorch. '
+            "p must be a CUDA tensor",
+            "tensor-device-mismatch",
+        ),
+        ("        CUDA Setup failed despite GPU being available. Please run the following command", "missing-module"),
+        ("AttributeError: module 'wandb' has no attribute 'init'", "missing-module"),
+        ("    requires device with capability > (8, 0) but your GPU has capability (7, 5) (too old)", "cuda-driver-mismatch"),
+    ],
+)
+def test_wordings_read_from_batch_bd(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
         # NCCL logs "file.cc:line -> code" in every caller of a failed call; the file and the code say where
         ("node-a:17281:17552 [1] INFO bootstrap.cu:45 -> 2 [Net]", "nccl-init-failure"),
         ("node-a:4533:4667 [0] NCCL INFO misc/socket.cc:568 -> 2", "nccl-init-failure"),
