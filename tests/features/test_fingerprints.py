@@ -2056,6 +2056,68 @@ def test_wordings_read_from_batch_bd(line: str, entry: str) -> None:
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
+        (
+            "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:134: NCCL operation ncclGetUniqueId(&id) failed: "
+            "Unable to load NCCL library. Multi-GPU collectives will not work.",
+            "missing-module",
+        ),
+        (
+            "Unable to initialize backend 'cuda': Found cuSOLVER version 11002, but JAX was built against version 11401, which is newer.",
+            "cuda-driver-mismatch",
+        ),
+        (
+            ":1:hip_fatbin.cpp           :687 : 114369963532 us:  No compatible code objects found for: gfx1152, "
+            "value of HIP_FORCE_SPIRV_CODEOBJECT: 0",
+            "cuda-driver-mismatch",
+        ),
+        ("        Op Cast does not has any binary.", "cuda-driver-mismatch"),
+        ("amdgpu 0000:1c:00.0: {1}uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!", "gpu-xid-ecc-error"),
+        ("amdgpu 0000:42:00.0: {1}[Hardware Error]: Accelerator Check Architecture events logged", "gpu-xid-ecc-error"),
+        (
+            "[TensorRT-LLM][ERROR] Assertion failed: Error opening engine file: /code/trt_engines/fp16/1-gpu/rank0.engine "
+            "(/code/tensorrt_llm/cpp/tensorrt_llm/runtime/utils/sessionUtils.cpp:42)",
+            "file-not-found",
+        ),
+        (
+            'ValueError: FAILED_PRECONDITION: Error writing local file "/runs/1/_sharding": Failed to acquire lock on file: '
+            "/runs/1/_sharding.__lock [OS error: Function not implemented]",
+            "storage-io-failure",
+        ),
+        (
+            '    "message": "<masked> does not have storage.objects.list access to the Google Cloud Storage bucket.",',
+            "permission-denied",
+        ),
+        (
+            "2025-Jan-16 00:39:18.628881 31598:33752 ERROR   ENC:enc_init_comm                           global comm (2) has "
+            "less channels than this replica group (4) :likely not enough EFA devices found",
+            "nccl-init-failure",
+        ),
+        ("RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::268435456 (256)MB", "cuda-oom"),
+        ("[bmlib_memory][error] bm_alloc_gmem failed, dev_id = 0, size = 0xc0fb4000", "cuda-oom"),
+        ("alloc_tensor_range: failed to allocate CPU buffer of size 437944320", "host-oom"),
+        (
+            "E external/xla/xla/service/gpu/gpu_compiler.cc:1592] The CUDA linking API did not work. Please use "
+            "XLA_FLAGS=--xla_gpu_force_compilation_parallelism=1 to bypass it",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "F external/org_tensorflow/tensorflow/core/tpu/tpu_executor_init_fns.inc:110] TpuTransferManager_ReadDynamicShapes "
+            "not available in this library.",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "*** SIGSEGV (@0x7d10036789c), see gl__________41#s15 received by PID 3569820 (TID 3572240) on cpu 97; stack trace: ***",
+            "segfault-native-crash",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_be(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
         # NCCL logs "file.cc:line -> code" in every caller of a failed call; the file and the code say where
         ("node-a:17281:17552 [1] INFO bootstrap.cu:45 -> 2 [Net]", "nccl-init-failure"),
         ("node-a:4533:4667 [0] NCCL INFO misc/socket.cc:568 -> 2", "nccl-init-failure"),
