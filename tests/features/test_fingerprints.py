@@ -2118,6 +2118,29 @@ def test_wordings_read_from_batch_be(line: str, entry: str) -> None:
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
+        (
+            "ConnectionError: Tried to launch distributed communication on port `29500`, but another process is utilizing it. "
+            "Please specify a different port",
+            "nccl-init-failure",
+        ),
+        ("[E socket.cpp:1019] The client socket has timed out after 900000ms while trying to connect", "nccl-init-failure"),
+        ("AssertionError: Ulysses Attention and Ring Attention requires xfuser package.", "missing-module"),
+        (
+            "torch._inductor.exc.InductorError: InvalidCxxCompiler: No working C++ compiler found in "
+            "torch._inductor.config.cpp.cxx: (None, 'g++')",
+            "unknown",
+        ),
+        ("InductorError: RuntimeError: Failed to find C compiler. Please specify via CC", "unknown"),
+        ("Could not create the actor because its associated runtime env failed to be created.", "unknown"),
+    ],
+)
+def test_wordings_read_from_batch_bf(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
         # NCCL logs "file.cc:line -> code" in every caller of a failed call; the file and the code say where
         ("node-a:17281:17552 [1] INFO bootstrap.cu:45 -> 2 [Net]", "nccl-init-failure"),
         ("node-a:4533:4667 [0] NCCL INFO misc/socket.cc:568 -> 2", "nccl-init-failure"),
