@@ -384,3 +384,6 @@ def test_an_error_line_that_names_its_rank_is_the_last_resort() -> None:
     assert v.rank == 5 and "error line names the rank" in v.reason
     # a line that is no error does not name the failing rank
     assert verdict("step 10 done on rank 5\nSegmentation fault (core dumped)\n", "segfault-native-crash").rank != 5
+    # Intel Gaudi's bridge names the rank of its own fatal error as "[Rank:N]"
+    gaudi = "RuntimeError: [Rank:3] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::268435456 (256)MB\n"
+    assert verdict(gaudi, "cuda-oom").rank == 3

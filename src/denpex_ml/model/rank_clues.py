@@ -76,7 +76,8 @@ _SRUN_TASK = re.compile(r"^srun: error: \S+: task (?P<a>\d+): (?!Exited with exi
 # an error message that names the rank it happened on
 _NAMED = re.compile(
     r"\b(?:for|on) rank (?P<a>\d+)\b"
-    r"|\[Rank (?P<b>\d+)\]"
+    # "[Rank 5]" quoted from a watchdog message; Habana's bridge writes "[Rank:0] FATAL ERROR :: …"
+    r"|\[Rank[ :](?P<b>\d+)\]"
     r"|\brank\s*=\s*(?P<c>\d+)\b"
     # Megatron's numerics check: "Rank 3: found NaN in local grad norm in backwards pass"
     r"|\bRank (?P<d>\d+): found (?:NaN|Inf|nan|inf)\b"
