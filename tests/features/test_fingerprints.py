@@ -2141,6 +2141,36 @@ def test_wordings_read_from_batch_bf(line: str, entry: str) -> None:
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
+        ("RuntimeError: makeDeviceForHostname(): unsupported gloo device", "nccl-init-failure"),
+        ("RuntimeError: GlooDeviceFactory::makeUVDevice(): interface or hostname can't be empty", "nccl-init-failure"),
+        ("subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 3221225477.", "segfault-native-crash"),
+        ("Process finished with exit code -1073741819 (0xC0000005)", "segfault-native-crash"),
+        ("Exception code: 0xc0000005", "segfault-native-crash"),
+        ("        current process has finished its bootstrapping phase.", "uncaught-exception-crash"),
+        (
+            "E   ValueError: We detected accelerator mps on your machine. But we don't know which communication "
+            "backend to use for this accelerator. Please specify the `backend` argument in the `init_process_group` call.",
+            "unknown",
+        ),
+        (
+            "[rank1]: RuntimeError: ProcessGroupGloo::allgather: invalid tensor type at index 0 (expected "
+            "TensorOptions(dtype=long long, device=cpu), got TensorOptions(dtype=long long, device=mps:0)",
+            "unknown",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_bg(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_a_clean_windows_exit_is_not_a_native_crash() -> None:
+    assert _strongest_root_cause("Process finished with exit code 0") is None
+    assert _strongest_root_cause("returned non-zero exit status 1.") != "segfault-native-crash"
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
         # NCCL logs "file.cc:line -> code" in every caller of a failed call; the file and the code say where
         ("node-a:17281:17552 [1] INFO bootstrap.cu:45 -> 2 [Net]", "nccl-init-failure"),
         ("node-a:4533:4667 [0] NCCL INFO misc/socket.cc:568 -> 2", "nccl-init-failure"),

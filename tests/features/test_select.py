@@ -102,7 +102,7 @@ _ERROR_WORDS = st.sampled_from(
         "cuda error", "CUDA runtime error", "HIP error", "FAIL", "out of memory", "Failure: ", "failed: ", "Failed, ",
         "connection refused", "killed", "terminating due to uncaught exception", "has taken over 300.0 seconds",
         "command not found", "Could not resolve hostname", "will now abort", "MPI_ABORT was invoked", "submit error",
-        "TT_FATAL", "| FATAL |", "lua: ", "luajit: ", "stack traceback:", "Caught Win32 exception", "job aborted:", "E0410 21:04:57.403295  30715 f.cc:77]", "F f.cu:1]", ": E tensorflow/x.cc:2]",
+        "TT_FATAL", "| FATAL |", "lua: ", "luajit: ", "stack traceback:", "Caught Win32 exception", "job aborted:", "E0410 21:04:57.403295  30715 f.cc:77]", "E429 13:55:49.384372190 P.cpp:1743]", "F f.cu:1]", ": E tensorflow/x.cc:2]",
         " ", "\t", "\u3000", "\u00a0", "]", ">", "_", ".", ":", "é", "Ω", "٣", "x", "1", "\udcff", "ValueErroré",
     ]
 )  # fmt: skip
@@ -179,6 +179,9 @@ def test_templates_at_once_equal_one_by_one() -> None:
         "/home/user/torch/install/bin/luajit: train.lua:98: attempt to index a nil value",
         "stack traceback:",
         "CNTK: Caught Win32 exception 0xc0000005: Access violation.",
+        # PyTorch's c10 logging: no thread id, no leading zero in the month
+        "[rank6]:[E429 13:55:49.384620373 ProcessGroupNCCL.cpp:1533] [PG ID 0 PG GUID 0(default_pg) Rank 6] ProcessGroupNCCL",
+        "[F1205 14:03:49.385461578 ProcessGroupNCCL.cpp:1554] [PG ID 0 PG GUID 0(default_pg) Rank 6] Terminating the process",
     ],
 )
 def test_failures_in_other_stacks_words_are_error_lines(line: str) -> None:
@@ -199,6 +202,8 @@ def test_failures_in_other_stacks_words_are_error_lines(line: str) -> None:
         "      Timeout: 180 seconds",
         "I0410 21:04:57.403295  30715 trainer.cc:77] step 100 done",
         "failure_rate=0.0 retries=0",
+        "[rank0]:[W429 13:55:49.384620373 Utils.hpp:164] Warning: Environment variable NCCL_BLOCKING_WAIT is deprecated",
+        "[I1205 13:55:49.384620373 ProcessGroupNCCL.cpp:931] [PG ID 0 PG GUID 0 Rank 0] ProcessGroupNCCL initialization options:",
     ],
 )
 def test_settings_that_only_name_a_timeout_are_no_error_lines(line: str) -> None:

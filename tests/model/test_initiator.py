@@ -387,3 +387,24 @@ def test_an_error_line_that_names_its_rank_is_the_last_resort() -> None:
     # Intel Gaudi's bridge names the rank of its own fatal error as "[Rank:N]"
     gaudi = "RuntimeError: [Rank:3] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::268435456 (256)MB\n"
     assert verdict(gaudi, "cuda-oom").rank == 3
+
+
+def test_ascends_error_stamp_names_its_rank() -> None:
+    text = (
+        "[ERROR] 2024-10-09-10:06:30 (PID:1506967, Device:1, RankID:1) ERR02200 DIST call hccl api failed.\n"
+        "RuntimeError: create:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:102 HCCL function error: "
+        "HcclGetRootInfo(&hcclID), error code is 7\n"
+    )
+    v = verdict(text, "nccl-init-failure")
+    assert v.rank == 1 and "names the rank" in v.reason
+
+
+def test_dataparallel_names_the_replica_that_raised() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 12, in <module>\n'
+        "RuntimeError: Caught RuntimeError in replica 1 on device 1.\n"
+        "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:1 and cuda:0!\n"
+    )
+    v = verdict(text, "tensor-device-mismatch")
+    assert v.rank == 1 and "DataParallel" in v.reason

@@ -17,7 +17,8 @@ in the words of the messages themselves:
   PaddlePaddle's launcher ``the trainer process with rank=[2] was aborted``;
 * the error names its own rank: DDP's ``did not receive grad for rank 3``, ``[Rank 5]
   Watchdog caught …`` quoted inside a message, ``rank = 7`` in a DeepEP/NCCL check, Megatron's
-  ``Rank 3: found NaN in local grad norm``.
+  ``Rank 3: found NaN in local grad norm``, Ascend's ``(PID:…, Device:1, RankID:1) ERR…``, DataParallel's
+  ``Caught StopIteration in replica 0 on device 0``.
 
 A launcher names a *local* rank; it is taken as the global rank only when the job shows a
 single host (the usual case of a pasted excerpt). Each clue is one piece of evidence for
@@ -63,7 +64,12 @@ _MPI_NOTICED = re.compile(
 _MSMPI_RANK = re.compile(r"^\[(?P<a>\d+)\] (?:fatal error|process exited without calling finalize)\s*$")
 # XLA's PjRt client naming the replica (device) whose execution failed: the process's device
 # ordinal, taken as the rank only on one host (as a launcher's local rank)
-_XLA_REPLICA = re.compile(r"\bExecution of replica (?P<a>\d+) failed")
+_XLA_REPLICA = re.compile(
+    r"\bExecution of replica (?P<a>\d+) failed"
+    # DataParallel re-raising a replica's exception in the main process: "Caught StopIteration in
+    # replica 0 on device 0." (the replica's device, taken as the rank as a launcher's local rank is)
+    r"|\bCaught \w+ in replica (?P<b>\d+) on device \d+"
+)
 # a device-memory error naming the GPU it ran out on (PyTorch's "(GPU 3; 23.65 GiB total capacity"
 # and "GPU 3 has a total capacity of", Paddle's "Out of memory error on GPU 3."): the process's
 # device ordinal, taken as the rank only on one host (25 of 27 real logs that state both agree)
@@ -84,6 +90,8 @@ _NAMED = re.compile(
     # NCCL's proxy thread of a rank failing an operation (a set-up connect, a transfer):
     # "[Proxy Service 8] Failed to execute operation Connect from rank 8, retcode 2"
     r"|\[Proxy Service (?P<e>\d+)\] Failed to execute operation \w+ from rank \d+"
+    # Ascend's runtime stamps its own error lines: "[ERROR] … (PID:1506967, Device:1, RankID:1) ERR02200"
+    r"|\bDevice:\d+, RankID:(?P<f>\d+)\)"
 )
 
 
@@ -122,10 +130,11 @@ def rank_named_in(line: LogLine, bundle: LogBundle) -> RankClue | None:
         m = _OOM_GPU.search(text)
         if m and _single_host(bundle):
             return RankClue(_group(m), "the out-of-memory error names the GPU (one host: the rank)", line)
-    if "Execution of replica" in text:
+    if "replica" in text:
         m = _XLA_REPLICA.search(text)
         if m and _single_host(bundle):
-            return RankClue(_group(m), "XLA names the replica whose execution failed", line)
+            who = "XLA" if m.group("a") is not None else "DataParallel"
+            return RankClue(_group(m), f"{who} names the replica whose execution failed", line)
     return _srun_task(line, "srun reports this task failed")
 
 
@@ -173,7 +182,8 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
 def error_line_naming_rank(bundle: LogBundle) -> RankClue | None:
     """The rank named by the first line no rank prefix claimed that reports an error of its own
     (:func:`~denpex_ml.features.select.is_error_line`) in words that name the rank it happened
-    on (LBANN's ``Caught signal 11 (SIGSEGV ...) on rank 5``, an error ``for rank 3``), when no
+    on (LBANN's ``Caught signal 11 (SIGSEGV ...) on rank 5``, an error ``for rank 3``; on one host
+    also the replica DataParallel or XLA names), when no
     fingerprint line carried a rank. Lines of streams keyed by process or host (NCCL debug lines
     of a job whose ranks the log never maps) count as unclaimed too, in the order of the log."""
     unclaimed = [st for key, st in bundle.streams.items() if not isinstance(key, int)]  # "global", "host:pidN"
@@ -182,10 +192,16 @@ def error_line_naming_rank(bundle: LogBundle) -> RankClue | None:
     lines = [ln for st in unclaimed for ln in st.lines]
     if len(unclaimed) > 1:
         lines.sort(key=lambda ln: (ln.source, ln.lineno))
+    one_host = _single_host(bundle)
     for line in lines:
         text = line.text
         if "ank" in text and is_error_line(text):
             m = _NAMED.search(text)
             if m:
                 return RankClue(_group(m), "an error line names the rank it happened on", line)
+        if one_host and "replica" in text and is_error_line(text):
+            m = _XLA_REPLICA.search(text)
+            if m:
+                who = "XLA" if m.group("a") is not None else "DataParallel"
+                return RankClue(_group(m), f"{who} names the replica whose execution failed", line)
     return None
