@@ -2163,6 +2163,31 @@ def test_wordings_read_from_batch_bg(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "2019-11-04 16:59:39.358800: W tensorflow/core/common_runtime/base_collective_executor.cc:216] "
+            "BaseCollectiveExecutor::StartAbort Internal: Collective Op  has group_size 8 and group_key2 but that group has size 4",
+            "collective-mismatch",
+        ),
+        (
+            "BaseCollectiveExecutor::StartAbort INTERNAL: Device /job:worker/replica:0/task:1/device:GPU:0 is joining "
+            "a group with incompatible device typeCPU (group_key=3)",
+            "collective-mismatch",
+        ),
+        ("ValueError: Attention bias and Query/Key/Value should be on the same device", "tensor-device-mismatch"),
+        (
+            "torch.distributed.DistStoreError: wait timeout after 900000ms, keys: /none/torchelastic/role_info/0, "
+            "/none/torchelastic/role_info/1",
+            "nccl-init-failure",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_bh(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_a_clean_windows_exit_is_not_a_native_crash() -> None:
     assert _strongest_root_cause("Process finished with exit code 0") is None
     assert _strongest_root_cause("returned non-zero exit status 1.") != "segfault-native-crash"
