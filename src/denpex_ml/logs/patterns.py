@@ -83,9 +83,7 @@ NCCL_COMM = r"\bcomm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvm
 #: ``E tensorflow/core/...cc:352]``) and PyTorch's c10 logging of the same levels, which prints no
 #: thread id and no leading zero in the month (``[E429 13:55:49.384372190 ProcessGroupNCCL.cpp:1743]``),
 #: after a word boundary; ASCII classes, so that Python's ``re`` and RE2 read it alike
-GLOG_ERROR = (
-    r"[EF](?:[0-9]{3,4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+(?:[ \t]+[0-9]+)?)? \S+\.(?:cc|cpp|h|cu|c):[0-9]+\]"
-)
+GLOG_ERROR = r"[EF](?:[0-9]{3,4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+(?:[ \t]+[0-9]+)?)? \S+\.(?:cc|cpp|h|cu|c):[0-9]+\]"
 
 #: a line worth keeping beyond a stream's head and tail (errors, warnings, hang-analysis marks)
 SALIENT_PATTERN = (

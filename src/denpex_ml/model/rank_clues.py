@@ -130,12 +130,20 @@ def rank_named_in(line: LogLine, bundle: LogBundle) -> RankClue | None:
         m = _OOM_GPU.search(text)
         if m and _single_host(bundle):
             return RankClue(_group(m), "the out-of-memory error names the GPU (one host: the rank)", line)
-    if "replica" in text:
-        m = _XLA_REPLICA.search(text)
-        if m and _single_host(bundle):
-            who = "XLA" if m.group("a") is not None else "DataParallel"
-            return RankClue(_group(m), f"{who} names the replica whose execution failed", line)
+    if "replica" in text and _single_host(bundle):
+        clue = _replica(line)
+        if clue is not None:
+            return clue
     return _srun_task(line, "srun reports this task failed")
+
+
+def _replica(line: LogLine) -> RankClue | None:
+    """The replica XLA or DataParallel names as the one that failed on ``line`` (one host: the rank)."""
+    m = _XLA_REPLICA.search(line.text)
+    if m is None:
+        return None
+    who = "XLA" if m.group("a") is not None else "DataParallel"
+    return RankClue(_group(m), f"{who} names the replica whose execution failed", line)
 
 
 def _srun_task(line: LogLine, reason: str) -> RankClue | None:
@@ -200,8 +208,7 @@ def error_line_naming_rank(bundle: LogBundle) -> RankClue | None:
             if m:
                 return RankClue(_group(m), "an error line names the rank it happened on", line)
         if one_host and "replica" in text and is_error_line(text):
-            m = _XLA_REPLICA.search(text)
-            if m:
-                who = "XLA" if m.group("a") is not None else "DataParallel"
-                return RankClue(_group(m), f"{who} names the replica whose execution failed", line)
+            clue = _replica(line)
+            if clue is not None:
+                return clue
     return None
