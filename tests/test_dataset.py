@@ -180,6 +180,7 @@ INVALID_RECORDS: list[tuple[str, dict[str, Any], str, str]] = [
     ("rank as string", record(initiating_rank="3"), "initiating_rank", "integer >= 0"),
     ("rank negative", record(initiating_rank=-2), "initiating_rank", "integer >= 0"),
     ("rank bool", record(initiating_rank=True), "initiating_rank", "integer >= 0"),
+    ("healthy job with a rank", record(label="no-failure", initiating_rank=0), "initiating_rank", "no failing rank"),
     ("meta not an object", record(meta=[1]), "meta", "expected an object"),
     ("missing source", record(source=_ABSENT), "source", "missing required field"),
     ("empty source", record(source=" "), "source", "must not be empty"),

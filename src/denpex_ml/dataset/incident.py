@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from denpex_ml.errors import DatasetError, DatasetLabelError
+from denpex_ml.taxonomy.groups import NO_FAILURE_ID
 from denpex_ml.taxonomy.schema import UNKNOWN_ID
 
 __all__ = [
@@ -197,6 +198,8 @@ def _field_problems(
         isinstance(initiating_rank, bool) or not isinstance(initiating_rank, int) or initiating_rank < 0
     ):
         problems.append(("initiating_rank", f"expected an integer >= 0 or null, found {initiating_rank!r}"))
+    elif initiating_rank is not None and label == NO_FAILURE_ID:
+        problems.append(("initiating_rank", "a 'no-failure' incident has no failing rank: give null"))
 
     if not isinstance(meta, Mapping):
         problems.append(("meta", f"expected an object, found {_type_name(meta)}"))

@@ -21,7 +21,7 @@ import numpy as np
 
 from denpex_ml.metrics import expected_calibration_error
 from denpex_ml.taxonomy import UNKNOWN_ID
-from denpex_ml.taxonomy.groups import GROUPS
+from denpex_ml.taxonomy.groups import GROUPS, NO_FAILURE_ID
 
 __all__ = [
     "CALIBRATION_BATCHES",
@@ -83,7 +83,8 @@ def _group_metrics(rows: Sequence[PrequentialRow]) -> dict[str, float]:
         out["answered_accuracy"] = float(corr.mean())
         out["answered_mean_confidence"] = float(conf.mean())
         out["ece_answered"] = expected_calibration_error(conf, corr)
-    ranked = [r for r in rows if r.initiating_rank is not None and r.rank_visible]
+    # a healthy log has no failing rank (a few kept rows of early batches state one: not counted)
+    ranked = [r for r in rows if r.initiating_rank is not None and r.rank_visible and r.label != NO_FAILURE_ID]
     if ranked:
         out["rank_n"] = float(len(ranked))
         out["rank_accuracy"] = float(np.mean([r.predicted_rank == r.initiating_rank for r in ranked]))
