@@ -58,6 +58,15 @@ def test_summarise_counts_abstention_right_only_on_unknown_logs() -> None:
     assert s["known"]["top3"] == 1.0  # the abstained cuda-oom is still among the three best
 
 
+def test_a_healthy_log_that_states_a_rank_does_not_count_for_the_rank_figure() -> None:
+    from dataclasses import replace
+
+    crashed = replace(_row(0, "cuda-oom", "cuda-oom"), initiating_rank=3, predicted_rank=3, rank_visible=True)
+    healthy = replace(_row(1, "no-failure", "no-failure"), initiating_rank=0, rank_visible=True)
+    s = summarise([crashed, healthy])
+    assert s["all"]["rank_n"] == 1 and s["all"]["rank_accuracy"] == 1.0
+
+
 def test_pooled_batches_take_the_newest_model_that_scored_each(tmp_path: Path) -> None:
     right = [_row(i, "cuda-oom", "cuda-oom") for i in range(3)]
     wrong = [_row(i, "cuda-oom", "host-oom") for i in range(3)]

@@ -62,9 +62,10 @@ _MPI_NOTICED = re.compile(
 # MS-MPI's report after "job aborted:" / "[ranks] message": the rank with an error of its own
 # ("[1] process exited without calling finalize", "[0] fatal error"), the others "[0] terminated"
 _MSMPI_RANK = re.compile(r"^\[(?P<a>\d+)\] (?:fatal error|process exited without calling finalize)\s*$")
-# XLA's PjRt client naming the replica (device) whose execution failed: the process's device
-# ordinal, taken as the rank only on one host (as a launcher's local rank)
-_XLA_REPLICA = re.compile(
+# a replica named as the one that failed - XLA's PjRt client naming the replica (device) whose
+# execution failed: the process's device ordinal, taken as the rank only on one host (as a
+# launcher's local rank)
+_REPLICA = re.compile(
     r"\bExecution of replica (?P<a>\d+) failed"
     # DataParallel re-raising a replica's exception in the main process: "Caught StopIteration in
     # replica 0 on device 0." (the replica's device, taken as the rank as a launcher's local rank is)
@@ -139,7 +140,7 @@ def rank_named_in(line: LogLine, bundle: LogBundle) -> RankClue | None:
 
 def _replica(line: LogLine) -> RankClue | None:
     """The replica XLA or DataParallel names as the one that failed on ``line`` (one host: the rank)."""
-    m = _XLA_REPLICA.search(line.text)
+    m = _REPLICA.search(line.text)
     if m is None:
         return None
     who = "XLA" if m.group("a") is not None else "DataParallel"
