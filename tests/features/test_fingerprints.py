@@ -2188,6 +2188,30 @@ def test_wordings_read_from_batch_bh(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "ray.exceptions.RayTaskError(OutOfMemoryError): ray::DTensorPolicyWorkerV2.get_logprobs() "
+            "(pid=2671339, ip=10.0.0.1, repr=DTensorPolicyWorkerV2[rank=0])",
+            "cuda-oom",
+        ),
+        # Ray's own memory monitor kills for host memory, and says so without a RayTaskError around it
+        ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "host-oom"),
+        (
+            "terminate called after throwing an instance of 'gloo::IoException'\n"
+            "  what():  [horovod/common/gloo/http_store.cc:57] [horovod/common/gloo/http_store.cc:57] "
+            "Wait timeout after 30 seconds for key(s): 0. You may want to increase the timeout via HOROVOD_GLOO_TIMEOUT_SECONDS",
+            "nccl-init-failure",
+        ),
+        ("RuntimeError: Input tensor is not an XLA tensor: torch.FloatTensor", "tensor-device-mismatch"),
+        ("node-a:1:2 [0] graph/topo.h:230 NCCL WARN Could not find NET with id 0", "unknown"),
+    ],
+)
+def test_wordings_read_from_batch_bi(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_a_clean_windows_exit_is_not_a_native_crash() -> None:
     assert _strongest_root_cause("Process finished with exit code 0") is None
     assert _strongest_root_cause("returned non-zero exit status 1.") != "segfault-native-crash"

@@ -408,3 +408,20 @@ def test_dataparallel_names_the_replica_that_raised() -> None:
     )
     v = verdict(text, "tensor-device-mismatch")
     assert v.rank == 1 and "DataParallel" in v.reason
+
+
+def test_an_abstention_names_the_first_rank_whose_own_lines_report_a_failure() -> None:
+    # no diagnosis, so no entry's root cause to look for: the first rank whose lines report a
+    # failure of its own (here a network error in its first collective) failed first; a later
+    # traceback on another rank does not make that one first, and watchdog timeouts never count
+    text = (
+        "[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3763, remote process "
+        "exited or there was a network error, NCCL version 2.28.8\n"
+        "[rank3]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
+        "[rank2]: Traceback (most recent call last):\n"
+        "[rank2]:   File \"train.py\", line 301, in <module>\n"
+    )
+    v = verdict(text, None)
+    assert v.rank == 3
+    assert "nccl-network-error" in v.reason
+    assert verdict("".join(wd(r, 58) for r in range(4)), None).rank is None

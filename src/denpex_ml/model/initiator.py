@@ -81,6 +81,11 @@ def find_initiator(
             # context/symptom lines of the diagnosed failure (a loss-scale line, an NCCL WARN)
             value = 1.0 + 0.5 * h.weight if h.role is FingerprintRole.CONTEXT else 0.6 + 0.5 * h.weight
             reason = f"{h.role.value} evidence ({h.entry_id}){named}"
+        elif label is None and r not in structure.watchdog_ranks:
+            # an abstention names no failure, so any failure's own lines on a rank that did not
+            # just time out waiting count, below any root-cause line
+            value = 0.6 + 0.25 * h.weight
+            reason = f"{h.role.value} evidence ({h.entry_id}){named}"
         else:
             continue
         if value > score.get(r, 0.0):
