@@ -329,6 +329,9 @@ def test_an_out_of_memory_error_names_its_gpu_as_the_rank_on_one_host() -> None:
     # on several hosts a device ordinal is no rank
     two_hosts = "node-a: step 1\nnode-b: step 1\n" + text
     assert verdict(two_hosts, "cuda-oom").rank != 3
+    # PyTorch 2.1 spelt it "capacty"
+    older = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.77 GiB. GPU 2 has a total capacty of 23.69 GiB\n"
+    assert verdict(older, "cuda-oom").rank == 2
 
 
 def test_lightnings_rank_tag_assigns_the_line_to_its_rank() -> None:
@@ -425,3 +428,13 @@ def test_an_abstention_names_the_first_rank_whose_own_lines_report_a_failure() -
     assert v.rank == 3
     assert "nccl-network-error" in v.reason
     assert verdict("".join(wd(r, 58) for r in range(4)), None).rank is None
+
+
+def test_an_abstention_names_the_lone_rank_whose_traceback_ends_in_any_exception_class() -> None:
+    # the last line of a traceback names the exception's class, whatever its name says
+    text = (
+        "[rank0]:   File \"pyarrow/error.pxi\", line 92, in pyarrow.lib.check_status\n"
+        "[rank0]: pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays\n"
+    )
+    assert verdict(text, None).rank == 0
+    assert verdict("[rank0]: loading shards: model.layers.0: done\n", None).rank is None

@@ -34,8 +34,12 @@ from denpex_ml.taxonomy.groups import HANG_IDS
 __all__ = ["InitiatorVerdict", "find_initiator", "initiating_rank"]
 
 _TRACEBACK = "Traceback (most recent call last)"
-# a line that reports an error of its own (an exception, a logger's error level, a fatal abort)
-_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception)\b|\bFATAL\b|\bERROR\b|\[E\]|\bFailed\b|\bfailed\b")
+# a line that reports an error of its own (an exception, a logger's error level, a fatal abort),
+# or Python's last line of a traceback naming an exception class whose name says neither
+# ("pyarrow.lib.ArrowInvalid: offset overflow …", "triton.runtime.errors.OutOfResources: …")
+_ERROR_LINE = re.compile(
+    r"\b\w*(?:Error|Exception)\b|\bFATAL\b|\bERROR\b|\[E\]|\bFailed\b|\bfailed\b|^\s*(?:[a-z_]\w*\.)+[A-Z]\w*: \S"
+)
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,10 @@ _REPLICA = re.compile(
     r"|\bCaught \w+ in replica (?P<b>\d+) on device \d+"
 )
 # a device-memory error naming the GPU it ran out on (PyTorch's "(GPU 3; 23.65 GiB total capacity"
-# and "GPU 3 has a total capacity of", Paddle's "Out of memory error on GPU 3."): the process's
+# and "GPU 3 has a total capacity of", "capacty" in PyTorch 2.1's own spelling; Paddle's "Out of memory error on GPU 3."): the process's
 # device ordinal, taken as the rank only on one host (25 of 27 real logs that state both agree)
 _OOM_GPU = re.compile(
-    r"CUDA out of memory\. Tried to allocate [\d.]+ \w+ \(GPU (?P<a>\d+);|\bGPU (?P<b>\d+) has a total capacity of"
+    r"CUDA out of memory\. Tried to allocate [\d.]+ \w+ \(GPU (?P<a>\d+);|\bGPU (?P<b>\d+) has a total capac(?:i)?ty of"
     r"|Out of memory error on GPU (?P<c>\d+)\."
 )
 # Slurm's srun reporting one task (its global SLURM_PROCID, i.e. the rank) that failed
