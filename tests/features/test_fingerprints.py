@@ -2212,6 +2212,37 @@ def test_wordings_read_from_batch_bi(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "/sgl-workspace/nvshmem/src/host/init/init.cu:998: non-zero status: 3 building transport map failed",
+            "nccl-init-failure",
+        ),
+        (
+            "/src/host/transport/transport.cpp:420: non-zero status: 7 connect EPS failed ",
+            "nccl-init-failure",
+        ),
+        (
+            "RuntimeError: (\"ZERO DDP error: the synchronization of gradients doesn't exit properly.\", "
+            "'The most possible reason is that the model is not compatible with GeminiDDP.')",
+            "ddp-unused-parameters",
+        ),
+        (
+            "AssertionError: Device compute capability 8.9 or higher required for FP8 execution.",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "ERROR : Arch conditional MMA instruction used without targeting appropriate compute capability. Aborting.",
+            "cuda-driver-mismatch",
+        ),
+        ("rank 0 died from signal 11 and dumped core", "segfault-native-crash"),
+    ],
+)
+def test_wordings_read_from_batch_bk(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_a_clean_windows_exit_is_not_a_native_crash() -> None:
     assert _strongest_root_cause("Process finished with exit code 0") is None
     assert _strongest_root_cause("returned non-zero exit status 1.") != "segfault-native-crash"

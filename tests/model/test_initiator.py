@@ -275,6 +275,14 @@ def test_prterun_names_the_process_that_aborted() -> None:
     assert v.rank == 2 and "mpirun" in v.reason
 
 
+def test_mpiexec_names_the_process_that_died_of_its_own_signal_not_those_it_killed() -> None:
+    text = "rank 0 died from signal 11 and dumped core\nrank 4 died from signal 9\n"
+    v = verdict(text, "segfault-native-crash")
+    assert v.rank == 0 and "mpiexec" in v.reason
+    # only the ranks the launcher killed afterwards: none of them failed first
+    assert verdict("rank 4 died from signal 9\nrank 5 died from signal 15\n", "segfault-native-crash").rank is None
+
+
 def test_torchelastic_names_the_failed_worker_in_its_newer_words() -> None:
     text = (
         "[node-a] [2026-03-30 19:24:35,966] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process 73 "

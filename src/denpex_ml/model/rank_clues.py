@@ -58,6 +58,9 @@ _MPI_NOTICED = re.compile(
     r"|\b(?:mpirun|prterun) has exited due to process rank (?P<b>\d+) with PID"
     # paddle.distributed.launch: "ABORT!!! Out of all 4 trainers, the trainer process with rank=[2] was aborted"
     r"|\bthe trainer process with rank=\[(?P<c>\d+)\] was aborted"
+    # MPICH/PALS mpiexec (Aurora, Polaris): "rank 0 died from signal 11 and dumped core", then the
+    # ranks it killed ("rank 4 died from signal 9"): the first line names the process that failed
+    r"|^(?:\S+: )?rank (?P<d>\d+) died from signal (?!9\b|15\b)\d+"
 )
 # MS-MPI's report after "job aborted:" / "[ranks] message": the rank with an error of its own
 # ("[1] process exited without calling finalize", "[0] fatal error"), the others "[0] terminated"
@@ -172,10 +175,19 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
             m = _MPI_FIRST.search(text)
             if m:
                 return RankClue(_group(m), "mpirun names it as the first process to exit non-zero", line)
-        if "noticed that process rank" in text or "due to process rank" in text or "process with rank=[" in text:
+        if (
+            "noticed that process rank" in text
+            or "due to process rank" in text
+            or "process with rank=[" in text
+            or " died from signal " in text
+        ):
             m = _MPI_NOTICED.search(text)
             if m:
-                who = "paddle.distributed.launch" if m.group("c") is not None else "mpirun"
+                who = (
+                    "paddle.distributed.launch"
+                    if m.group("c") is not None
+                    else "mpiexec" if m.group("d") is not None else "mpirun"
+                )
                 return RankClue(_group(m), f"{who} names it as the first process that died or aborted", line)
         if local_is_global and any(h in text for h in _LAUNCHER_HINT):
             m = _LAUNCHER.search(text)
