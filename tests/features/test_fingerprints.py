@@ -2243,6 +2243,29 @@ def test_wordings_read_from_batch_bk(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            'RuntimeError: Critical error in pipeline: Error in thread 2: [/opt/dali/dali/pipeline/operators/decoder/'
+            'nvjpeg/decoupled_api/nvjpeg_decoder_decoupled_api.h:346] NVJPEG error "5" : NVJPEG_STATUS_ALLOCATOR_FAILURE',
+            "cuda-oom",
+        ),
+        ("[20:57:18] src/./zmq_van.h:122: there is no socket to node 9", "nccl-init-failure"),
+        (
+            "mxnet.base.MXNetError: [13:04:31] ./ps-lite/include/ps/internal/van.h:56: Check failed: ready_ call Start() first",
+            "nccl-init-failure",
+        ),
+        (
+            "Exception in main training loop: Array device must be same as the current device: array device = 0 while current = 1",
+            "tensor-device-mismatch",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_bl(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_a_clean_windows_exit_is_not_a_native_crash() -> None:
     assert _strongest_root_cause("Process finished with exit code 0") is None
     assert _strongest_root_cause("returned non-zero exit status 1.") != "segfault-native-crash"

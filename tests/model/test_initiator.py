@@ -275,6 +275,15 @@ def test_prterun_names_the_process_that_aborted() -> None:
     assert v.rank == 2 and "mpirun" in v.reason
 
 
+def test_open_mpis_mpiexec_notices_the_first_process_as_mpirun_does() -> None:
+    text = (
+        "Primary job  terminated normally, but 1 process returned\n"
+        "mpiexec noticed that process rank 3 with PID 0 on node node-a exited on signal 4 (Illegal instruction: 4).\n"
+    )
+    v = verdict(text, "segfault-native-crash")
+    assert v.rank == 3 and "mpiexec" in v.reason
+
+
 def test_mpiexec_names_the_process_that_died_of_its_own_signal_not_those_it_killed() -> None:
     text = "rank 0 died from signal 11 and dumped core\nrank 4 died from signal 9\n"
     v = verdict(text, "segfault-native-crash")

@@ -54,7 +54,7 @@ _MPI_FIRST = re.compile(r"^\s*Process name: \[\[\d+,\d+\],(?P<a>\d+)\]")
 # ... or, when a process died of a signal, "mpirun noticed that process rank 3 with PID 4242 on
 # node n exited on signal 9 (Killed)" (the world rank again; mpirun reports the first it saw)
 _MPI_NOTICED = re.compile(
-    r"\bmpirun noticed that process rank (?P<a>\d+) with PID \S+ on node \S+ exited on signal"
+    r"\b(?:mpirun|mpiexec|prterun) noticed that process rank (?P<a>\d+) with PID \S+ on node \S+ exited on signal"
     r"|\b(?:mpirun|prterun) has exited due to process rank (?P<b>\d+) with PID"
     # paddle.distributed.launch: "ABORT!!! Out of all 4 trainers, the trainer process with rank=[2] was aborted"
     r"|\bthe trainer process with rank=\[(?P<c>\d+)\] was aborted"
@@ -186,7 +186,7 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
                 who = (
                     "paddle.distributed.launch"
                     if m.group("c") is not None
-                    else "mpiexec" if m.group("d") is not None else "mpirun"
+                    else "mpiexec" if m.group("d") is not None or "mpiexec noticed" in text else "mpirun"
                 )
                 return RankClue(_group(m), f"{who} names it as the first process that died or aborted", line)
         if local_is_global and any(h in text for h in _LAUNCHER_HINT):
