@@ -1826,8 +1826,14 @@ def test_tf1_queue_runners_cancelled_at_the_end_of_training_are_benign() -> None
         ("CUDA error 222 at /src/yolov5/yololayer.cu:37yolov5: Assertion `0' failed.", "cuda-driver-mismatch"),
         ("vkCreateInstance failed -9", "cuda-driver-mismatch"),
         ("vkAllocateMemory failed -2", "cuda-oom"),
-        ("[2024-01-06 23:17:35.956] [error] Could not locate zlibwapi.dll. Please make sure it is in your library path!", "missing-module"),
-        ("Exception: ROM is missing for pong, see https://github.com/openai/atari-py#roms for instructions", "file-not-found"),
+        (
+            "[2024-01-06 23:17:35.956] [error] Could not locate zlibwapi.dll. Please make sure it is in your library path!",
+            "missing-module",
+        ),
+        (
+            "Exception: ROM is missing for pong, see https://github.com/openai/atari-py#roms for instructions",
+            "file-not-found",
+        ),
         ('gym.error.Error: Unable to find game "Pong", did you import Pong with ale-import-roms?', "file-not-found"),
     ],
 )
@@ -1883,7 +1889,10 @@ def test_compiler_internal_failures_lie_outside_the_taxonomy(line: str) -> None:
 
 def test_a_cuda_failure_in_nccl_init_is_not_read_as_intra_node() -> None:
     # the shm/transport rule names its files: init.cc's refusals stay with start-up
-    assert _strongest_root_cause("node-a:1:1 [0] init.cc:1032 NCCL WARN Cuda failure 'invalid argument'") != "nccl-shm-p2p-failure"
+    assert (
+        _strongest_root_cause("node-a:1:1 [0] init.cc:1032 NCCL WARN Cuda failure 'invalid argument'")
+        != "nccl-shm-p2p-failure"
+    )
 
 
 @pytest.mark.parametrize(
@@ -1924,19 +1933,28 @@ def test_deepspeed_memory_report_near_full_host_memory_is_a_host_oom_symptom() -
         ("Failed to CUDA calloc 67108864 bytes", "cuda-oom"),
         ("10.0.0.1: Failed to CUDA calloc async 1920 bytes", "cuda-oom"),
         ("RuntimeError: unable to allocate shared memory(shm) for file: </torch_1_123>", "dataloader-shm-bus-error"),
-        ("ValueError: Loss is not finite and patience is exhausted. To debug, wrap `fit()` with autograd's", "loss-nan-divergence"),
+        (
+            "ValueError: Loss is not finite and patience is exhausted. To debug, wrap `fit()` with autograd's",
+            "loss-nan-divergence",
+        ),
         ("ValueError: The parameter loc has invalid values", "loss-nan-divergence"),
         (
             "Epoch 41/250: 100%|#####| 9375/9375 [07:11<00:00, 21.73it/s, DR=713, DF=nan, G=nan, LR=0.0001]",
             "loss-nan-divergence",
         ),
-        ("/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:60: launch_kernel: block: [0,0,0]", "cuda-device-side-assert"),
+        (
+            "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:60: launch_kernel: block: [0,0,0]",
+            "cuda-device-side-assert",
+        ),
         (
             "node-a:14508:15205 [0] transport/net_ib.cc:651 NCCL WARN NET/IB : collective mismatch error "
             "local size 348160 remote 32768 addr 7fb47b011000 rkey baa8 seq 5a/5a",
             "collective-mismatch",
         ),
-        ("node-a:795:822 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.2<54263> failed", "nccl-init-failure"),
+        (
+            "node-a:795:822 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.2<54263> failed",
+            "nccl-init-failure",
+        ),
         (
             "OSError: /opt/venv/site-packages/horovod/common/mpi_lib.so: undefined symbol: __cudaPopCallConfiguration",
             "missing-module",
@@ -1974,7 +1992,9 @@ def test_ray_warnings_of_a_full_disk_and_low_host_memory_are_symptoms() -> None:
         "(raylet) [2022-10-31 12:59:35,557 E 62901 62931] (raylet) file_system_monitor.cc:105: /tmp/ray/session_x "
         "is over 95% full, available space: 13307080704; capacity: 270475862016."
     )
-    ram = "Memory usage on this node: 7.4/7.5 GiB: ***LOW MEMORY*** less than 10% of the memory on this node is available"
+    ram = (
+        "Memory usage on this node: 7.4/7.5 GiB: ***LOW MEMORY*** less than 10% of the memory on this node is available"
+    )
     assert any(h.entry_id == "storage-io-failure" and h.role.value == "symptom" for h in _hits(disk))
     assert any(h.entry_id == "host-oom" and h.role.value == "symptom" for h in _hits(ram))
 
@@ -2006,7 +2026,10 @@ def test_wordings_read_from_batch_ba(line: str, entry: str) -> None:
             "Memory on the node (IP: 10.0.0.1, ID: ba65c80c) where the task (task ID: d221d262, name=head, rank=0,, pid=4503, memory used",
             "host-oom",
         ),
-        ("Memory on the node (IP: 10.0.0.1, ID: 87d772fa) where the lease (lease ID: 79000000) was running was 54.86GB", "host-oom"),
+        (
+            "Memory on the node (IP: 10.0.0.1, ID: 87d772fa) where the lease (lease ID: 79000000) was running was 54.86GB",
+            "host-oom",
+        ),
         ("Program hbm requirement 10.96G:", "cuda-oom"),
         ("Total hbm usage >= 11.47G:", "cuda-oom"),
         (
@@ -2046,7 +2069,10 @@ def test_wordings_read_from_batches_bb_and_bc(line: str, entry: str) -> None:
         ),
         ("        CUDA Setup failed despite GPU being available. Please run the following command", "missing-module"),
         ("AttributeError: module 'wandb' has no attribute 'init'", "missing-module"),
-        ("    requires device with capability > (8, 0) but your GPU has capability (7, 5) (too old)", "cuda-driver-mismatch"),
+        (
+            "    requires device with capability > (8, 0) but your GPU has capability (7, 5) (too old)",
+            "cuda-driver-mismatch",
+        ),
     ],
 )
 def test_wordings_read_from_batch_bd(line: str, entry: str) -> None:
@@ -2071,7 +2097,10 @@ def test_wordings_read_from_batch_bd(line: str, entry: str) -> None:
             "cuda-driver-mismatch",
         ),
         ("        Op Cast does not has any binary.", "cuda-driver-mismatch"),
-        ("amdgpu 0000:1c:00.0: {1}uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!", "gpu-xid-ecc-error"),
+        (
+            "amdgpu 0000:1c:00.0: {1}uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!",
+            "gpu-xid-ecc-error",
+        ),
         ("amdgpu 0000:42:00.0: {1}[Hardware Error]: Accelerator Check Architecture events logged", "gpu-xid-ecc-error"),
         (
             "[TensorRT-LLM][ERROR] Assertion failed: Error opening engine file: /code/trt_engines/fp16/1-gpu/rank0.engine "
@@ -2092,7 +2121,10 @@ def test_wordings_read_from_batch_bd(line: str, entry: str) -> None:
             "less channels than this replica group (4) :likely not enough EFA devices found",
             "nccl-init-failure",
         ),
-        ("RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::268435456 (256)MB", "cuda-oom"),
+        (
+            "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::268435456 (256)MB",
+            "cuda-oom",
+        ),
         ("[bmlib_memory][error] bm_alloc_gmem failed, dev_id = 0, size = 0xc0fb4000", "cuda-oom"),
         ("alloc_tensor_range: failed to allocate CPU buffer of size 437944320", "host-oom"),
         (
@@ -2123,7 +2155,10 @@ def test_wordings_read_from_batch_be(line: str, entry: str) -> None:
             "Please specify a different port",
             "nccl-init-failure",
         ),
-        ("[E socket.cpp:1019] The client socket has timed out after 900000ms while trying to connect", "nccl-init-failure"),
+        (
+            "[E socket.cpp:1019] The client socket has timed out after 900000ms while trying to connect",
+            "nccl-init-failure",
+        ),
         ("AssertionError: Ulysses Attention and Ring Attention requires xfuser package.", "missing-module"),
         (
             "torch._inductor.exc.InductorError: InvalidCxxCompiler: No working C++ compiler found in "
@@ -2143,7 +2178,10 @@ def test_wordings_read_from_batch_bf(line: str, entry: str) -> None:
     [
         ("RuntimeError: makeDeviceForHostname(): unsupported gloo device", "nccl-init-failure"),
         ("RuntimeError: GlooDeviceFactory::makeUVDevice(): interface or hostname can't be empty", "nccl-init-failure"),
-        ("subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 3221225477.", "segfault-native-crash"),
+        (
+            "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 3221225477.",
+            "segfault-native-crash",
+        ),
         ("Process finished with exit code -1073741819 (0xC0000005)", "segfault-native-crash"),
         ("Exception code: 0xc0000005", "segfault-native-crash"),
         ("        current process has finished its bootstrapping phase.", "uncaught-exception-crash"),
@@ -2224,7 +2262,7 @@ def test_wordings_read_from_batch_bi(line: str, entry: str) -> None:
             "nccl-init-failure",
         ),
         (
-            "RuntimeError: (\"ZERO DDP error: the synchronization of gradients doesn't exit properly.\", "
+            'RuntimeError: ("ZERO DDP error: the synchronization of gradients doesn\'t exit properly.", '
             "'The most possible reason is that the model is not compatible with GeminiDDP.')",
             "ddp-unused-parameters",
         ),
@@ -2247,7 +2285,7 @@ def test_wordings_read_from_batch_bk(line: str, entry: str) -> None:
     ("line", "entry"),
     [
         (
-            'RuntimeError: Critical error in pipeline: Error in thread 2: [/opt/dali/dali/pipeline/operators/decoder/'
+            "RuntimeError: Critical error in pipeline: Error in thread 2: [/opt/dali/dali/pipeline/operators/decoder/"
             'nvjpeg/decoupled_api/nvjpeg_decoder_decoupled_api.h:346] NVJPEG error "5" : NVJPEG_STATUS_ALLOCATOR_FAILURE',
             "cuda-oom",
         ),
@@ -2288,5 +2326,8 @@ def test_nccl_error_traces_point_at_their_stage(line: str, entry: str) -> None:
 
 def test_a_successful_nccl_call_is_not_an_error_trace() -> None:
     # "-> 0" is never logged by NCCL's error checks; INFO lines without a code carry nothing
-    for line in ("node-a:1:2 [0] NCCL INFO init.cc:1084 -> 0", "node-a:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"):
+    for line in (
+        "node-a:1:2 [0] NCCL INFO init.cc:1084 -> 0",
+        "node-a:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+    ):
         assert not any(h.entry_id in {"nccl-init-failure", "duplicate-gpu-assignment"} for h in _hits(line))

@@ -439,7 +439,7 @@ def test_an_abstention_names_the_first_rank_whose_own_lines_report_a_failure() -
         "exited or there was a network error, NCCL version 2.28.8\n"
         "[rank3]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
         "[rank2]: Traceback (most recent call last):\n"
-        "[rank2]:   File \"train.py\", line 301, in <module>\n"
+        '[rank2]:   File "train.py", line 301, in <module>\n'
     )
     v = verdict(text, None)
     assert v.rank == 3
@@ -450,7 +450,7 @@ def test_an_abstention_names_the_first_rank_whose_own_lines_report_a_failure() -
 def test_an_abstention_names_the_lone_rank_whose_traceback_ends_in_any_exception_class() -> None:
     # the last line of a traceback names the exception's class, whatever its name says
     text = (
-        "[rank0]:   File \"pyarrow/error.pxi\", line 92, in pyarrow.lib.check_status\n"
+        '[rank0]:   File "pyarrow/error.pxi", line 92, in pyarrow.lib.check_status\n'
         "[rank0]: pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays\n"
     )
     assert verdict(text, None).rank == 0

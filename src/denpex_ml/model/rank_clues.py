@@ -186,7 +186,9 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
                 who = (
                     "paddle.distributed.launch"
                     if m.group("c") is not None
-                    else "mpiexec" if m.group("d") is not None or "mpiexec noticed" in text else "mpirun"
+                    else "mpiexec"
+                    if m.group("d") is not None or "mpiexec noticed" in text
+                    else "mpirun"
                 )
                 return RankClue(_group(m), f"{who} names it as the first process that died or aborted", line)
         if local_is_global and any(h in text for h in _LAUNCHER_HINT):
