@@ -2304,6 +2304,24 @@ def test_wordings_read_from_batch_bl(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("In: PMI_Abort(2145039, Fatal error in PMPI_Init_thread:", "nccl-init-failure"),
+        ("[node-a:1207478] pml_ucx.c:472  Error: Failed to resolve UCX endpoint for rank 0", "nccl-init-failure"),
+        ("Exception: process 0 terminated with signal SIGSEGV", "segfault-native-crash"),
+        ("RuntimeError: Input, output and indices must be on the current device", "tensor-device-mismatch"),
+        (
+            "MPICH ERROR [Rank 0] [job id ] [node-a] - Abort(-1) (rank 0 in comm 0): MPIDI_CRAY_init: "
+            "GPU_SUPPORT_ENABLED is requested, but GTL library is not linked",
+            "missing-module",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_bm(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_a_clean_windows_exit_is_not_a_native_crash() -> None:
     assert _strongest_root_cause("Process finished with exit code 0") is None
     assert _strongest_root_cause("returned non-zero exit status 1.") != "segfault-native-crash"
