@@ -75,8 +75,9 @@ _REPLICA = re.compile(
     r"|\bCaught \w+ in replica (?P<b>\d+) on device \d+"
 )
 # a device-memory error naming the GPU it ran out on (PyTorch's "(GPU 3; 23.65 GiB total capacity"
-# and "GPU 3 has a total capacity of", "capacty" in PyTorch 2.1's own spelling; Paddle's "Out of memory error on GPU 3."): the process's
-# device ordinal, taken as the rank only on one host (25 of 27 real logs that state both agree)
+# and "GPU 3 has a total capacity of", spelt "capacty" by PyTorch 2.1; Paddle's "Out of memory
+# error on GPU 3."): the process's device ordinal, taken as the rank only on one host (25 of 27
+# real logs that state both agree)
 _OOM_GPU = re.compile(
     r"CUDA out of memory\. Tried to allocate [\d.]+ \w+ \(GPU (?P<a>\d+);|\bGPU (?P<b>\d+) has a total capac(?:i)?ty of"
     r"|Out of memory error on GPU (?P<c>\d+)\."
