@@ -284,6 +284,18 @@ def test_open_mpis_mpiexec_notices_the_first_process_as_mpirun_does() -> None:
     assert v.rank == 3 and "mpiexec" in v.reason
 
 
+def test_text_generation_launcher_names_the_shard_that_failed_to_start() -> None:
+    text = (
+        "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 71 and `num_shards`: 2\n"
+        " rank=0\n"
+        "2023-12-16T09:36:24.632149Z ERROR text_generation_launcher: Shard 0 failed to start\n"
+        "2023-12-16T09:36:24.632181Z  INFO text_generation_launcher: Shutting down shards\n"
+        "2023-12-16T09:36:24.652173Z  INFO shard-manager: text_generation_launcher: Shard terminated rank=1\n"
+    )
+    v = verdict(text, "uncaught-exception-crash")
+    assert v.rank == 0 and "text-generation-launcher" in v.reason
+
+
 def test_mpiexec_names_the_process_that_died_of_its_own_signal_not_those_it_killed() -> None:
     text = "rank 0 died from signal 11 and dumped core\nrank 4 died from signal 9\n"
     v = verdict(text, "segfault-native-crash")

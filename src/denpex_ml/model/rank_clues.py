@@ -61,6 +61,9 @@ _MPI_NOTICED = re.compile(
     # MPICH/PALS mpiexec (Aurora, Polaris): "rank 0 died from signal 11 and dumped core", then the
     # ranks it killed ("rank 4 died from signal 9"): the first line names the process that failed
     r"|^(?:\S+: )?rank (?P<d>\d+) died from signal (?!9\b|15\b)\d+"
+    # Hugging Face's text-generation-launcher naming the shard (tensor-parallel rank) that failed:
+    # "ERROR text_generation_launcher: Shard 0 failed to start" (the others are then shut down)
+    r"|\btext_generation_launcher: Shard (?P<e>\d+) (?:failed to start|crashed)"
 )
 # MS-MPI's report after "job aborted:" / "[ranks] message": the rank with an error of its own
 # ("[1] process exited without calling finalize", "[0] fatal error"), the others "[0] terminated"
@@ -181,16 +184,18 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
             or "due to process rank" in text
             or "process with rank=[" in text
             or " died from signal " in text
+            or "text_generation_launcher: Shard " in text
         ):
             m = _MPI_NOTICED.search(text)
             if m:
-                who = (
-                    "paddle.distributed.launch"
-                    if m.group("c") is not None
-                    else "mpiexec"
-                    if m.group("d") is not None or "mpiexec noticed" in text
-                    else "mpirun"
-                )
+                if m.group("c") is not None:
+                    who = "paddle.distributed.launch"
+                elif m.group("e") is not None:
+                    who = "text-generation-launcher"
+                elif m.group("d") is not None or "mpiexec noticed" in text:
+                    who = "mpiexec"
+                else:
+                    who = "mpirun"
                 return RankClue(_group(m), f"{who} names it as the first process that died or aborted", line)
         if local_is_global and any(h in text for h in _LAUNCHER_HINT):
             m = _LAUNCHER.search(text)
