@@ -3,6 +3,7 @@
     python eval/prequential.py data/real/collected-2026-12-hangs.jsonl [--model DIR] [--tag NAME]
     python eval/prequential.py --pooled [N]      # the N most recent real batches together (default 6)
     python eval/prequential.py --calibration     # the model's confidence recalibration, judged batch by batch
+    python eval/prequential.py --abstention [N]  # other abstention thresholds replayed on the N most recent batches
 
 writes ``eval/prequential/<batch>__<tag>.json`` (figures per group and every row) and prints
 the per-group table. Run it on a batch *once*, before the batch shapes fingerprints, recipes
@@ -19,6 +20,7 @@ from typing import Any
 from denpex_ml.dataset import load_incidents
 from denpex_ml.dataset.prequential import (
     POOLED_BATCHES,
+    abstention_replay,
     confidence_map_check,
     pool_latest,
     summarise,
@@ -48,6 +50,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the model's confidence recalibration: its map, the batches it was fitted on, and the pooled ECE "
         "when each of those batches is recalibrated by a map fitted on the others; then exit",
     )
+    ap.add_argument(
+        "--abstention",
+        type=int,
+        nargs="?",
+        const=POOLED_BATCHES,
+        default=None,
+        metavar="N",
+        help="replay other abstention thresholds on the N most recent real batches pooled (each row's "
+        "head-scale confidence against each threshold; approximate, see abstention_replay), and exit",
+    )
     ap.add_argument("--model", default=None, help="model directory (default: the shipped model)")
     ap.add_argument("--tag", default=None, help="name of the model in the output file (default: its id)")
     ap.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "prequential")
@@ -60,6 +72,17 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"no kept figures in {args.out_dir}")
         print("pooled: " + ", ".join(pooled["files"]))
         _print_table(pooled["summary"])
+        return 0
+    if args.abstention is not None:
+        replay = abstention_replay(args.out_dir, last=args.abstention)
+        if replay is None:
+            ap.error(f"no kept figures in {args.out_dir}")
+        print(f"{'threshold':>9}{'accuracy':>10}{'known top1':>12}{'unk recall':>12}{'unk prec':>10}{'abstain':>9}")
+        for r in replay:
+            print(
+                f"{r['threshold']:>9.2f}{r['accuracy']:>10.4f}{r['known_top1']:>12.4f}"
+                f"{r['unknown_recall']:>12.3f}{r['unknown_precision']:>10.3f}{int(r['abstentions']):>9d}"
+            )
         return 0
     model = load_model(args.model, taxonomy_dirs=args.taxonomy) if args.batch or args.calibration else None
     if args.calibration:

@@ -10,6 +10,7 @@ import pytest
 
 from denpex_ml.dataset.prequential import (
     PrequentialRow,
+    abstention_replay,
     confidence_map_check,
     fit_confidence_map,
     load_prequential,
@@ -166,3 +167,39 @@ def test_a_batch_scored_by_a_recalibrated_model_enters_the_fit_on_the_heads_scal
     assert on_raw is not None and on_mixed is not None
     assert on_mixed[0] == pytest.approx(on_raw[0], abs=1e-4)
     assert on_mixed[1]["ece_before"] == pytest.approx(on_raw[1]["ece_before"], abs=1e-4)
+
+
+def test_abstention_replay_answers_above_the_threshold_by_the_best_guess(tmp_path: Path) -> None:
+    """An abstention at head-scale 0.4 (stated 0.6) answers its first alternative at a threshold
+    of 0.3 and stays `unknown` at 0.5; an answer stated through a recalibration is replayed on the
+    head's scale; a healthy answer stays whatever the threshold."""
+    cmap = (0.5, 0.0)  # stated = sigmoid(0.5 * logit(head))
+    head = 0.8
+    stated = float(1 / (1 + np.exp(-(cmap[0] * np.log(head / (1 - head)) + cmap[1]))))
+    rows = [
+        _row(0, "cuda-oom", "unknown", 0.6),  # top3[0] is "unknown" in _row: give it a guess below
+        _row(1, "unknown", "unknown", 0.6),
+        _row(2, "cuda-oom", "cuda-oom", stated),
+        _row(3, "no-failure", "no-failure", 0.1),
+    ]
+    rows[0] = PrequentialRow(**{**rows[0].__dict__, "top3": ("cuda-oom", "host-oom", "unknown")})
+    rows[1] = PrequentialRow(**{**rows[1].__dict__, "top3": ("host-oom", "cuda-oom", "unknown")})
+    out = write_prequential(
+        rows,
+        tmp_path / "collected-a.jsonl__m.json",
+        batch="collected-a.jsonl",
+        model_id="default@m",
+        confidence_map=cmap,
+    )
+    assert out.exists()
+    replay = abstention_replay(tmp_path, thresholds=(0.3, 0.5, 0.85))
+    assert replay is not None
+    low, mid, high = replay
+    # 0.3: everything answered; the OOT log's guess is wrong -> 3 of 4
+    assert low["abstentions"] == 0 and low["accuracy"] == pytest.approx(0.75)
+    # 0.5: both abstentions stay (0.4 < 0.5), the recalibrated answer (head 0.8) stays answered
+    assert mid["abstentions"] == 2 and mid["unknown_recall"] == 1.0 and mid["unknown_precision"] == 0.5
+    assert mid["known_top1"] == pytest.approx(2 / 3)
+    # 0.85: the answer at head 0.8 abstains too (its stated 0.67 would not have), the healthy one never
+    assert high["abstentions"] == 3
+    assert abstention_replay(tmp_path / "none") is None

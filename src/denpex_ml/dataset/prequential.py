@@ -322,3 +322,71 @@ def _row_from_dict(r: dict[str, Any], fields: set[str]) -> PrequentialRow:
     """A kept row (``to_dict`` output) back as a :class:`PrequentialRow`."""
     kw: dict[str, Any] = {k: (tuple(v) if k == "top3" else v) for k, v in r.items() if k in fields}
     return PrequentialRow(**kw)
+
+
+#: the thresholds :func:`abstention_replay` tries (on the head's scale, as the model's own)
+REPLAY_THRESHOLDS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(2, 13))
+
+
+def abstention_replay(
+    directory: str | Path,
+    *,
+    last: int = POOLED_BATCHES,
+    among: Collection[str] | None = None,
+    thresholds: Sequence[float] = REPLAY_THRESHOLDS,
+) -> list[dict[str, float]] | None:
+    """What other abstention thresholds would have given on the pooled batches (:func:`pool_latest`),
+    each as scored by a model that had not seen it: every row's confidence on the head's scale (an
+    answer's stated confidence with its batch's recalibration undone; an abstention states one
+    minus it) against each threshold, answered below it by ``unknown`` and above it by the row's
+    best guess (an abstention's first alternative). Rows answered "no failure" keep that answer
+    (the model gives it from the absence of any failure, whatever the threshold). Approximate: a
+    row answered by the hang/transport family rule, or abstained for a failure the taxonomy knows
+    to lie outside it, is replayed as any other. Per threshold: ``accuracy`` (``unknown`` right only
+    on out-of-taxonomy logs), ``known_top1``, ``unknown_recall``, ``unknown_precision``,
+    ``abstentions`` and ``n``. ``None`` without kept files."""
+    pooled = pool_latest(directory, last=last, among=among)
+    if pooled is None:
+        return None
+    p_best: list[float] = []
+    guess_right: list[bool] = []
+    kept: list[bool] = []
+    is_unknown: list[bool] = []
+    for f in pooled["files"]:
+        payload = json.loads((Path(directory) / f).read_text(encoding="utf-8"))
+        stated_by = payload.get("confidence_map")
+        for r in payload["rows"]:
+            predicted, conf = r.get("predicted"), r.get("confidence")
+            if predicted == "error" or conf is None:
+                continue
+            c = min(max(float(conf), 1e-6), 1 - 1e-6)
+            if predicted == UNKNOWN_ID:
+                top = list(r.get("top3") or [])
+                p, guess = 1.0 - c, (top[0] if top else UNKNOWN_ID)
+            else:
+                p = float(_undo_map(np.array([c]), float(stated_by[0]), float(stated_by[1]))[0]) if stated_by else c
+                guess = predicted
+            p_best.append(p)
+            guess_right.append(guess == r["label"])
+            kept.append(predicted == NO_FAILURE_ID)
+            is_unknown.append(r["label"] == UNKNOWN_ID)
+    p = np.array(p_best)
+    right = np.array(guess_right, dtype=bool)
+    keep = np.array(kept, dtype=bool)
+    oot = np.array(is_unknown, dtype=bool)
+    out = []
+    for t in thresholds:
+        abstain = (p < t) & ~keep
+        correct = np.where(abstain, oot, right)
+        out.append(
+            {
+                "threshold": float(t),
+                "accuracy": float(correct.mean()) if len(p) else 0.0,
+                "known_top1": float(correct[~oot].mean()) if (~oot).any() else 0.0,
+                "unknown_recall": float(abstain[oot].mean()) if oot.any() else 0.0,
+                "unknown_precision": float(oot[abstain].mean()) if abstain.any() else 0.0,
+                "abstentions": float(abstain.sum()),
+                "n": float(len(p)),
+            }
+        )
+    return out
