@@ -276,23 +276,39 @@ def _answered_by_batch(
     left out) and whether each was right. A batch scored by a recalibrated model states its
     confidences after that model's map (the file's ``confidence_map``); it is undone here, so that
     every batch enters the fit on the scale the new map will be applied to - the head's own."""
-    pooled = pool_latest(directory, last=last, among=among)
-    if pooled is None:
-        return []
     out = []
-    for name, f in zip(pooled["batches"], pooled["files"], strict=True):
-        payload = json.loads((Path(directory) / f).read_text(encoding="utf-8"))
+    for name, payload in _pooled_payloads(directory, last=last, among=among) or []:
         rows = [
             r
             for r in payload["rows"]
             if r.get("predicted") not in (UNKNOWN_ID, "error") and r.get("confidence") is not None
         ]
-        c = np.clip(np.array([float(r["confidence"]) for r in rows], dtype=float), 1e-6, 1 - 1e-6)
-        stated_by = payload.get("confidence_map")
-        if stated_by:
-            c = np.clip(_undo_map(c, float(stated_by[0]), float(stated_by[1])), 1e-6, 1 - 1e-6)
+        c = _head_scale(payload, [float(r["confidence"]) for r in rows])
         out.append((name, c, np.array([r["predicted"] == r["label"] for r in rows], dtype=int)))
     return out
+
+
+def _pooled_payloads(
+    directory: str | Path, *, last: int, among: Collection[str] | None
+) -> list[tuple[str, dict[str, Any]]] | None:
+    """The kept files :func:`pool_latest` pools, read: ``(batch, payload)`` each (``None`` without any)."""
+    pooled = pool_latest(directory, last=last, among=among)
+    if pooled is None:
+        return None
+    return [
+        (name, json.loads((Path(directory) / f).read_text(encoding="utf-8")))
+        for name, f in zip(pooled["batches"], pooled["files"], strict=True)
+    ]
+
+
+def _head_scale(payload: dict[str, Any], stated: Sequence[float]) -> np.ndarray:
+    """Answers' confidences as the head gave them: a batch scored by a recalibrated model states
+    them after that model's map (the file's ``confidence_map``), undone here."""
+    c = np.clip(np.array(stated, dtype=float), 1e-6, 1 - 1e-6)
+    stated_by = payload.get("confidence_map")
+    if stated_by:
+        c = np.clip(_undo_map(c, float(stated_by[0]), float(stated_by[1])), 1e-6, 1 - 1e-6)
+    return c
 
 
 def _fit_map(c: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
@@ -345,32 +361,25 @@ def abstention_replay(
     to lie outside it, is replayed as any other. Per threshold: ``accuracy`` (``unknown`` right only
     on out-of-taxonomy logs), ``known_top1``, ``unknown_recall``, ``unknown_precision``,
     ``abstentions`` and ``n``. ``None`` without kept files."""
-    pooled = pool_latest(directory, last=last, among=among)
-    if pooled is None:
+    payloads = _pooled_payloads(directory, last=last, among=among)
+    if payloads is None:
         return None
-    p_best: list[float] = []
+    p_parts: list[np.ndarray] = []
     guess_right: list[bool] = []
     kept: list[bool] = []
     is_unknown: list[bool] = []
-    for f in pooled["files"]:
-        payload = json.loads((Path(directory) / f).read_text(encoding="utf-8"))
-        stated_by = payload.get("confidence_map")
-        for r in payload["rows"]:
-            predicted, conf = r.get("predicted"), r.get("confidence")
-            if predicted == "error" or conf is None:
-                continue
-            c = min(max(float(conf), 1e-6), 1 - 1e-6)
-            if predicted == UNKNOWN_ID:
-                top = list(r.get("top3") or [])
-                p, guess = 1.0 - c, (top[0] if top else UNKNOWN_ID)
-            else:
-                p = float(_undo_map(np.array([c]), float(stated_by[0]), float(stated_by[1]))[0]) if stated_by else c
-                guess = predicted
-            p_best.append(p)
+    for _, payload in payloads:
+        rows = [r for r in payload["rows"] if r.get("predicted") != "error" and r.get("confidence") is not None]
+        abstained = np.array([r["predicted"] == UNKNOWN_ID for r in rows], dtype=bool)
+        stated = np.array([float(r["confidence"]) for r in rows], dtype=float)
+        # an abstention states one minus the head's best probability, unmapped; an answer, mapped
+        p_parts.append(np.where(abstained, 1.0 - stated, _head_scale(payload, stated)))
+        for r, off in zip(rows, abstained.tolist(), strict=True):
+            guess = (list(r.get("top3") or []) or [UNKNOWN_ID])[0] if off else r["predicted"]
             guess_right.append(guess == r["label"])
-            kept.append(predicted == NO_FAILURE_ID)
+            kept.append(r["predicted"] == NO_FAILURE_ID)
             is_unknown.append(r["label"] == UNKNOWN_ID)
-    p = np.array(p_best)
+    p = np.concatenate(p_parts) if p_parts else np.zeros(0)
     right = np.array(guess_right, dtype=bool)
     keep = np.array(kept, dtype=bool)
     oot = np.array(is_unknown, dtype=bool)

@@ -52,19 +52,35 @@ _LAUNCHER_HINT = ("local_rank", "terminated with", "Exception in device=")
 # (its vpid is the MPI world rank) after "The first process to do so was:"
 _MPI_FIRST = re.compile(r"^\s*Process name: \[\[\d+,\d+\],(?P<a>\d+)\]")
 # ... or, when a process died of a signal, "mpirun noticed that process rank 3 with PID 4242 on
-# node n exited on signal 9 (Killed)" (the world rank again; mpirun reports the first it saw)
-_MPI_NOTICED = re.compile(
-    r"\b(?:mpirun|mpiexec|prterun) noticed that process rank (?P<a>\d+) with PID \S+ on node \S+ exited on signal"
-    r"|\b(?:mpirun|prterun) has exited due to process rank (?P<b>\d+) with PID"
+# node n exited on signal 9 (Killed)" (the world rank again; mpirun reports the first it saw); other
+# launchers' reports of the first process that died or aborted, one named group per launcher
+_FIRST_DIED = re.compile(
+    r"\b(?:mpirun|mpiexec|prterun) noticed that process rank (?P<noticed>\d+) with PID \S+ on node \S+ "
+    r"exited on signal"
+    r"|\b(?:mpirun|prterun) has exited due to process rank (?P<mpirun>\d+) with PID"
     # paddle.distributed.launch: "ABORT!!! Out of all 4 trainers, the trainer process with rank=[2] was aborted"
-    r"|\bthe trainer process with rank=\[(?P<c>\d+)\] was aborted"
+    r"|\bthe trainer process with rank=\[(?P<paddle>\d+)\] was aborted"
     # MPICH/PALS mpiexec (Aurora, Polaris): "rank 0 died from signal 11 and dumped core", then the
     # ranks it killed ("rank 4 died from signal 9"): the first line names the process that failed
-    r"|^(?:\S+: )?rank (?P<d>\d+) died from signal (?!9\b|15\b)\d+"
+    r"|^(?:\S+: )?rank (?P<mpiexec>\d+) died from signal (?!9\b|15\b)\d+"
     # Hugging Face's text-generation-launcher naming the shard (tensor-parallel rank) that failed:
     # "ERROR text_generation_launcher: Shard 0 failed to start" (the others are then shut down)
-    r"|\btext_generation_launcher: Shard (?P<e>\d+) (?:failed to start|crashed)"
+    r"|\btext_generation_launcher: Shard (?P<tgi>\d+) (?:failed to start|crashed)"
 )
+#: the words a line needs for :data:`_FIRST_DIED` to be asked, and who each named group is
+_FIRST_DIED_HINTS = (
+    "noticed that process rank",
+    "due to process rank",
+    "process with rank=[",
+    " died from signal ",
+    "text_generation_launcher: Shard ",
+)
+_FIRST_DIED_WHO = {
+    "mpirun": "mpirun",
+    "paddle": "paddle.distributed.launch",
+    "mpiexec": "mpiexec",
+    "tgi": "text-generation-launcher",
+}
 # MS-MPI's report after "job aborted:" / "[ranks] message": the rank with an error of its own
 # ("[1] process exited without calling finalize", "[0] fatal error"), the others "[0] terminated"
 _MSMPI_RANK = re.compile(r"^\[(?P<a>\d+)\] (?:fatal error|process exited without calling finalize)\s*$")
@@ -179,23 +195,11 @@ def launcher_failed_worker(bundle: LogBundle) -> RankClue | None:
             m = _MPI_FIRST.search(text)
             if m:
                 return RankClue(_group(m), "mpirun names it as the first process to exit non-zero", line)
-        if (
-            "noticed that process rank" in text
-            or "due to process rank" in text
-            or "process with rank=[" in text
-            or " died from signal " in text
-            or "text_generation_launcher: Shard " in text
-        ):
-            m = _MPI_NOTICED.search(text)
+        if any(h in text for h in _FIRST_DIED_HINTS):
+            m = _FIRST_DIED.search(text)
             if m:
-                if m.group("c") is not None:
-                    who = "paddle.distributed.launch"
-                elif m.group("e") is not None:
-                    who = "text-generation-launcher"
-                elif m.group("d") is not None or "mpiexec noticed" in text:
-                    who = "mpiexec"
-                else:
-                    who = "mpirun"
+                # "noticed" is said by Open MPI's mpirun, mpiexec and prterun: the match's first word
+                who = _FIRST_DIED_WHO.get(str(m.lastgroup)) or text[m.start() :].split()[0]
                 return RankClue(_group(m), f"{who} names it as the first process that died or aborted", line)
         if local_is_global and any(h in text for h in _LAUNCHER_HINT):
             m = _LAUNCHER.search(text)
