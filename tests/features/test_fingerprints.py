@@ -2322,6 +2322,49 @@ def test_wordings_read_from_batch_bm(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "MemoryError: std::bad_alloc: out_of_memory: RMM failure at:/project/include/rmm/mr/device/"
+            "pool_memory_resource.hpp:193: Maximum pool size exceeded",
+            "cuda-oom",
+        ),
+        ("RuntimeError: Native API failed. Native API returns: -5 (PI_ERROR_OUT_OF_RESOURCES)", "cuda-oom"),
+        (
+            "ERROR RabitTracker$TrackerProcessLogger: OSError: [Errno 99] Cannot assign requested address",
+            "nccl-init-failure",
+        ),
+        (
+            "java.lang.Exception: Network init call failed in LightGBM with error: Binding port 12412 failed",
+            "nccl-init-failure",
+        ),
+        (
+            "Check failed: n_uniques == world (1 vs. 4) : Multiple processes within communication group running on",
+            "duplicate-gpu-assignment",
+        ),
+        ("distributed.nanny - INFO - Worker process 9018 was killed by signal 9", "host-oom"),
+        (
+            "Container [pid=12069,containerID=container_1544604976318_0003_01_000003] is running 22081205248B beyond "
+            "the 'VIRTUAL' memory limit. Current usage: 979.3 MB of 2 GB physical memory used. Killing container.",
+            "host-oom",
+        ),
+        ("Exit status: 134. Diagnostics: Exception from container-launch.", "segfault-native-crash"),
+        ("daskcluster-worker-1     | Exception: 'AssertionError()'", "uncaught-exception-crash"),
+        ("INFO RabitTracker$TrackerProcessLogger: SyntaxError: invalid syntax", "uncaught-exception-crash"),
+        ("AssertionError: no checkpoint files found in  --ckpt_dir", "file-not-found"),
+    ],
+)
+def test_wordings_read_from_batch_bn(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_an_abort_after_a_python_error_keeps_the_error_as_the_cause() -> None:
+    # exit code 134 (SIGABRT) is lighter than the error that std::terminate turned into the abort
+    text = "RuntimeError: open(/somefile): Permission denied\n\nProcess finished with exit code 134 (interrupted by signal 6: SIGABRT)"
+    assert _strongest_root_cause(text) == "permission-denied"
+
+
 def test_a_clean_windows_exit_is_not_a_native_crash() -> None:
     assert _strongest_root_cause("Process finished with exit code 0") is None
     assert _strongest_root_cause("returned non-zero exit status 1.") != "segfault-native-crash"
