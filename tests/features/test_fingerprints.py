@@ -2359,6 +2359,24 @@ def test_wordings_read_from_batch_bn(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "RuntimeError: ProcessGroupNCCL only supports alltoall* for NCCL lib version >= 2.7.0",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "AttributeError: '_OpNamespace' 'fbgemm' object has no attribute 'jagged_2d_to_dense'",
+            "missing-module",
+        ),
+        ("[1700000000.123] mm_iface.c:235 UCX ERROR mm_iface failed to allocate receive FIFO", "nccl-shm-p2p-failure"),
+    ],
+)
+def test_wordings_read_from_batch_bo(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_an_abort_after_a_python_error_keeps_the_error_as_the_cause() -> None:
     # exit code 134 (SIGABRT) is lighter than the error that std::terminate turned into the abort
     text = "RuntimeError: open(/somefile): Permission denied\n\nProcess finished with exit code 134 (interrupted by signal 6: SIGABRT)"
