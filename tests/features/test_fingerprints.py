@@ -2377,6 +2377,23 @@ def test_wordings_read_from_batch_bo(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "tensorflow.python.framework.errors.NotFoundError: Unsuccessful TensorSliceReader constructor: "
+        "Failed to find any matching files for /tmp/imagenet_train/model.ckpt-1362",
+        "Not found: /train_dir/model.ckpt-0_temp_5fcd97c881a7428db8eded829b964618/part-00000-of-00002.index",
+    ],
+)
+def test_wordings_read_from_batch_bp(line: str) -> None:
+    assert _strongest_root_cause(line) == "file-not-found"
+
+
+def test_tensorflow_not_found_is_not_a_path_error_without_a_checkpoint_path() -> None:
+    # NotFoundError also reports missing ops and kernels (a missing library): only a checkpoint path is read
+    assert _strongest_root_cause("Not found: Op type not registered 'NcclAllReduce'") != "file-not-found"
+
+
 def test_an_abort_after_a_python_error_keeps_the_error_as_the_cause() -> None:
     # exit code 134 (SIGABRT) is lighter than the error that std::terminate turned into the abort
     text = "RuntimeError: open(/somefile): Permission denied\n\nProcess finished with exit code 134 (interrupted by signal 6: SIGABRT)"
