@@ -2389,6 +2389,24 @@ def test_wordings_read_from_batch_bp(line: str) -> None:
     assert _strongest_root_cause(line) == "file-not-found"
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "[1,2]<stderr>:RuntimeError: The number of node-local MPI processes 8cannot be larger than the device count 4",
+            "duplicate-gpu-assignment",
+        ),
+        (
+            "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'tools/train_net.py', '--local_rank=0']' "
+            "died with <Signals.SIGSEGV: 11>.",
+            "segfault-native-crash",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_br(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_tensorflow_not_found_is_not_a_path_error_without_a_checkpoint_path() -> None:
     # NotFoundError also reports missing ops and kernels (a missing library): only a checkpoint path is read
     assert _strongest_root_cause("Not found: Op type not registered 'NcclAllReduce'") != "file-not-found"
