@@ -4,6 +4,7 @@
     python eval/prequential.py --pooled [N]      # the N most recent real batches together (default 6)
     python eval/prequential.py --calibration     # the model's confidence recalibration, judged batch by batch
     python eval/prequential.py --abstention [N]  # other abstention thresholds replayed on the N most recent batches
+    python eval/prequential.py --files F.json ...  # the rows of these kept files pooled (a chosen model per batch)
 
 writes ``eval/prequential/<batch>__<tag>.json`` (figures per group and every row) and prints
 the per-group table. Run it on a batch *once*, before the batch shapes fingerprints, recipes
@@ -22,6 +23,7 @@ from denpex_ml.dataset.prequential import (
     POOLED_BATCHES,
     abstention_replay,
     confidence_map_check,
+    pool_files,
     pool_latest,
     summarise,
     write_prequential,
@@ -60,12 +62,26 @@ def main(argv: list[str] | None = None) -> int:
         help="replay other abstention thresholds on the N most recent real batches pooled (each row's "
         "head-scale confidence against each threshold; approximate, see abstention_replay), and exit",
     )
+    ap.add_argument(
+        "--files",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="print the rows of these kept prequential files pooled (e.g. one release's batches as the "
+        "previous release scored them), and exit",
+    )
     ap.add_argument("--model", default=None, help="model directory (default: the shipped model)")
     ap.add_argument("--tag", default=None, help="name of the model in the output file (default: its id)")
     ap.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "prequential")
     ap.add_argument("--note", default="")
     ap.add_argument("--taxonomy", action="append", default=None, help="taxonomy directory the model was trained with")
     args = ap.parse_args(argv)
+    if args.files:
+        chosen = pool_files(args.files)
+        print("pooled: " + ", ".join(chosen["files"]))
+        _print_table(chosen["summary"])
+        return 0
     if args.pooled is not None:
         pooled = pool_latest(args.out_dir, last=args.pooled)
         if pooled is None:

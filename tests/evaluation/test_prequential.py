@@ -14,6 +14,7 @@ from denpex_ml.dataset.prequential import (
     confidence_map_check,
     fit_confidence_map,
     load_prequential,
+    pool_files,
     pool_latest,
     summarise,
     write_prequential,
@@ -93,6 +94,30 @@ def test_pooled_batches_take_the_newest_model_that_scored_each(tmp_path: Path) -
         "collected-c.jsonl",
         "reproduced.jsonl",
     ]
+
+
+def test_chosen_files_pool_their_rows_whatever_model_scored_them(tmp_path: Path) -> None:
+    right = [_row(i, "cuda-oom", "cuda-oom") for i in range(3)]
+    wrong = [_row(i, "cuda-oom", "host-oom") for i in range(3)]
+    _write(tmp_path, "collected-a.jsonl", "old", "2026-12-01T01:00:00Z", wrong)
+    _write(tmp_path, "collected-a.jsonl", "new", "2026-12-01T02:00:00Z", right)
+    _write(tmp_path, "collected-b.jsonl", "old", "2026-12-01T03:00:00Z", right)
+    # the old model on both batches: not what pool_latest picks for batch a
+    chosen = pool_files([tmp_path / "collected-a.jsonl__old.json", tmp_path / "collected-b.jsonl__old.json"])
+    assert chosen["batches"] == ["collected-a.jsonl", "collected-b.jsonl"]
+    assert chosen["summary"]["known"]["n"] == 6 and chosen["summary"]["known"]["top1"] == 0.5
+    newest = pool_latest(tmp_path)
+    assert newest is not None and newest["summary"]["known"]["top1"] == 1.0
+
+
+def test_a_file_that_is_not_a_kept_figure_is_a_typed_error(tmp_path: Path) -> None:
+    from denpex_ml.errors import DatasetError
+
+    (tmp_path / "notes.json").write_text("[1, 2]")
+    (tmp_path / "broken.json").write_text("{")
+    for name in ("notes.json", "broken.json", "absent.json"):
+        with pytest.raises(DatasetError, match=name):
+            pool_files([tmp_path / name])
 
 
 def test_no_kept_files_no_pool(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from denpex_ml.errors import DatasetError
 from denpex_ml.metrics import expected_calibration_error
 from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.taxonomy.groups import GROUPS, NO_FAILURE_ID
@@ -203,6 +204,26 @@ def pool_latest(
         "files": [f.name for _, (_, f, _) in chosen],
         "summary": summarise(pooled),
     }
+
+
+def pool_files(paths: Sequence[str | Path]) -> dict[str, Any]:
+    """The rows of the given kept prequential files pooled and summarised (:func:`summarise`):
+    a chosen scoring per batch, e.g. one release's batches as another release's model scored
+    them, beside :func:`pool_latest`'s newest model per batch. Raises :class:`DatasetError` for
+    a file that is not a kept prequential file. Returns ``{files, batches, summary}``."""
+    fields = set(PrequentialRow.__dataclass_fields__)
+    rows: list[PrequentialRow] = []
+    batches: list[str] = []
+    for path in map(Path, paths):
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise DatasetError(f"{path.name}: not a readable prequential file ({e.__class__.__name__})") from None
+        if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
+            raise DatasetError(f"{path.name}: not a prequential file (no rows)")
+        batches.append(str(payload.get("batch")))
+        rows += [_row_from_dict(r, fields) for r in payload["rows"]]
+    return {"files": [Path(p).name for p in paths], "batches": batches, "summary": summarise(rows)}
 
 
 #: how many of the most recent batches the confidence recalibration is fitted on
