@@ -322,14 +322,14 @@ def _pooled_payloads(
     ]
 
 
-def _head_scale(payload: dict[str, Any], stated: Sequence[float]) -> np.ndarray:
+def _head_scale(payload: dict[str, Any], stated: Sequence[float] | np.ndarray) -> np.ndarray:
     """Answers' confidences as the head gave them: a batch scored by a recalibrated model states
     them after that model's map (the file's ``confidence_map``), undone here."""
     c = np.clip(np.array(stated, dtype=float), 1e-6, 1 - 1e-6)
     stated_by = payload.get("confidence_map")
     if stated_by:
         c = np.clip(_undo_map(c, float(stated_by[0]), float(stated_by[1])), 1e-6, 1 - 1e-6)
-    return c
+    return np.asarray(c)
 
 
 def _fit_map(c: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
