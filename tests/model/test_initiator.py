@@ -414,8 +414,15 @@ def test_an_error_line_that_names_its_rank_is_the_last_resort() -> None:
     text = "Caught signal 11 (SIGSEGV - invalid memory reference) on rank 5\nStack trace:\n   0: lbann::stack_trace::get()\n"
     v = verdict(text, "segfault-native-crash")
     assert v.rank == 5 and "error line names the rank" in v.reason
-    # a line that is no error does not name the failing rank
-    assert verdict("step 10 done on rank 5\nSegmentation fault (core dumped)\n", "segfault-native-crash").rank != 5
+    # a line that is no error does not name the failing rank (when the log names more than one
+    # rank; a log that only ever names one is that rank's output, see below)
+    assert (
+        verdict(
+            "step 10 done on rank 5\nstep 10 done on rank 6\nSegmentation fault (core dumped)\n",
+            "segfault-native-crash",
+        ).rank
+        is None
+    )
     # Intel Gaudi's bridge names the rank of its own fatal error as "[Rank:N]"
     gaudi = "RuntimeError: [Rank:3] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::268435456 (256)MB\n"
     assert verdict(gaudi, "cuda-oom").rank == 3
@@ -467,3 +474,27 @@ def test_an_abstention_names_the_lone_rank_whose_traceback_ends_in_any_exception
     )
     assert verdict(text, None).rank == 0
     assert verdict("[rank0]: loading shards: model.layers.0: done\n", None).rank is None
+
+
+def test_the_one_rank_an_unprefixed_log_names_is_its_failing_rank() -> None:
+    # one process's output pasted without rank prefixes still says whose it is
+    own = (
+        "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0]\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 40, in <module>\n'
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+        "Process Group destroyed on rank 0\n"
+    )
+    v = verdict(own, "cuda-device-side-assert")
+    assert v.rank == 0 and "only rank the log's own lines name" in v.reason
+    # two ranks named: no single owner
+    two = own + "Added key: store_based_barrier_key:1 to store for rank: 1\n"
+    assert verdict(two, "cuda-device-side-assert").rank is None
+    # without a diagnosis (an abstention), or when the lines only time out, the clue is not used
+    assert verdict(own, None).rank is None
+    # the ranks of several hosts are local: no verdict
+    hosts = (
+        "node-a:101:101 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+        "node-b:202:202 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"
+    )
+    assert verdict(hosts + own, "cuda-device-side-assert").rank is None

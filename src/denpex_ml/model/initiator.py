@@ -27,7 +27,7 @@ from denpex_ml.features.fingerprints import FingerprintHit
 from denpex_ml.features.structure import StructureFeatures
 from denpex_ml.logs.bundle import LogBundle
 from denpex_ml.model.featurize import JobAnalysis
-from denpex_ml.model.rank_clues import error_line_naming_rank, launcher_failed_worker, rank_named_in
+from denpex_ml.model.rank_clues import error_line_naming_rank, launcher_failed_worker, only_rank_named, rank_named_in
 from denpex_ml.taxonomy import FingerprintRole, Taxonomy
 from denpex_ml.taxonomy.groups import HANG_IDS
 
@@ -169,6 +169,12 @@ def find_initiator(
         # (an abstention) only when that rank reports an error of its own
         score[ranks[0]] = 0.6
         why[ranks[0]].append("the only rank the log shows, and it did not time out waiting for others")
+    if not score and not timeouts and label is not None:
+        # no rank prefixes, yet the lines name one rank only (a single process's output pasted)
+        single = only_rank_named(bundle)
+        if single is not None:
+            score[single.rank] = 0.6
+            why[single.rank].append(single.reason)
     if not score:
         return InitiatorVerdict(None, "no rank shows a failure of its own", {})
     best = max(score.values())

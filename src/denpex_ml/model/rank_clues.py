@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from denpex_ml.features.select import is_error_line
 from denpex_ml.logs.bundle import GLOBAL_STREAM, LogBundle, LogLine
 
-__all__ = ["RankClue", "error_line_naming_rank", "launcher_failed_worker", "rank_named_in"]
+__all__ = ["RankClue", "error_line_naming_rank", "launcher_failed_worker", "only_rank_named", "rank_named_in"]
 
 # the launcher's report of a worker that failed (a local rank)
 _LAUNCHER = re.compile(
@@ -117,6 +117,10 @@ _NAMED = re.compile(
     # Ascend's runtime stamps its own error lines: "[ERROR] … (PID:1506967, Device:1, RankID:1) ERR02200"
     r"|\bDevice:\d+, RankID:(?P<f>\d+)\)"
 )
+# any mention of a rank in a line's words: "Process Group destroyed on rank 0", Lightning's
+# "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0]", MPICH's "(rank 0 in comm 0)", DeepSpeed's
+# "OVERFLOW! Rank 0 Skipping step", c10d's "Added key: … for rank: 0"
+_ANY_RANK = re.compile(r"\b(?:local_|global_)?rank(?:[ \t]*[:=][ \t]*|[ \t]+|\[)(\d+)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -237,3 +241,31 @@ def error_line_naming_rank(bundle: LogBundle) -> RankClue | None:
             if clue is not None:
                 return clue
     return None
+
+
+def only_rank_named(bundle: LogBundle) -> RankClue | None:
+    """The one rank that the words of a job's unprefixed lines ever name, when they name exactly
+    one and the job shows one host: the output of a single process pasted without rank prefixes
+    (a one-GPU run, or one rank's log) still says whose it is (``Process Group destroyed on rank
+    0``, ``LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0]``, ``(rank 0 in comm 0)``). ``None`` when
+    lines name two ranks or more, none, or the job spans hosts (a local rank is not the rank)."""
+    if bundle.ranks or not _single_host(bundle):
+        return None
+    named: set[int] = set()
+    first: LogLine | None = None
+    for key, st in bundle.streams.items():
+        if isinstance(key, int):
+            continue
+        for line in st.lines:
+            if "ank" not in line.text and "ANK" not in line.text:
+                continue
+            if "ProcessFailure(" in line.text or "--local_rank" in line.text:
+                continue  # a launcher's record of a worker: its exit code says whether it failed
+            for m in _ANY_RANK.finditer(line.text):
+                named.add(int(m.group(1)))
+                if len(named) > 1:
+                    return None
+                first = first or line
+    if len(named) != 1 or first is None:
+        return None
+    return RankClue(next(iter(named)), "the only rank the log's own lines name (one process's output)", first)
