@@ -2407,6 +2407,32 @@ def test_wordings_read_from_batch_br(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        # NCCL prints the CUDA error's number before its text in newer releases
+        ("node-a:791989:835177 [6] include/alloc.h:103 NCCL WARN Cuda failure 2 'out of memory'", "cuda-oom"),
+        (" 93: !!!!!!! Segfault encountered !!!!!!!", "segfault-native-crash"),
+        ("Segfault encountered", "segfault-native-crash"),
+        ("Abort was called at 345 line in file:", "segfault-native-crash"),
+        (
+            "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n"
+            "\tsize mismatch for model.layers.1.mlp.up_proj.weight: copying a param with shape torch.Size([2816, 1024])",
+            "uncaught-exception-crash",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_bt(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_nccl_init_cuda_failure_with_a_number_is_still_read_as_set_up_not_memory() -> None:
+    assert _strongest_root_cause("node-a:1:1 [0] init.cc:1200 NCCL WARN Cuda failure 2 'out of memory'") == "cuda-oom"
+    assert _strongest_root_cause("node-a:1:1 [0] init.cc:1200 NCCL WARN Cuda failure 3 'initialization error'") == (
+        "nccl-init-failure"
+    )
+
+
 def test_tensorflow_not_found_is_not_a_path_error_without_a_checkpoint_path() -> None:
     # NotFoundError also reports missing ops and kernels (a missing library): only a checkpoint path is read
     assert _strongest_root_cause("Not found: Op type not registered 'NcclAllReduce'") != "file-not-found"

@@ -498,3 +498,15 @@ def test_the_one_rank_an_unprefixed_log_names_is_its_failing_rank() -> None:
         "node-b:202:202 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"
     )
     assert verdict(hosts + own, "cuda-device-side-assert").rank is None
+
+
+def test_composers_launcher_names_the_rank_that_crashed() -> None:
+    text = (
+        "Abort was called at 345 line in file:\n"
+        "./shared/source/memory_manager/memory_manager.cpp\n"
+        "2023-07-17 22:43:51,154 - composer.cli.launcher - ERROR - Rank 4 crashed with exit code -6.\n"
+    )
+    v = verdict(text, "segfault-native-crash")
+    assert v.rank == 4 and "composer" in v.reason
+    # a rank that exited cleanly is not the launcher's failed process
+    assert "composer" not in verdict(text.replace("exit code -6", "exit code 0"), "segfault-native-crash").reason

@@ -14,7 +14,8 @@ in the words of the messages themselves:
   Open MPI's ``mpirun`` ``The first process to do so was: Process name: [[18963,1],2]`` or
   ``mpirun noticed that process rank 2 with PID … exited on signal 9`` (a world rank, on any
   number of hosts), torchelastic's printed ``ProcessFailure(local_rank=0, …, exitcode=-7, …)``,
-  PaddlePaddle's launcher ``the trainer process with rank=[2] was aborted``;
+  PaddlePaddle's launcher ``the trainer process with rank=[2] was aborted``, Composer's launcher
+  ``Rank 4 crashed with exit code -6``;
 * the error names its own rank: DDP's ``did not receive grad for rank 3``, ``[Rank 5]
   Watchdog caught …`` quoted inside a message, ``rank = 7`` in a DeepEP/NCCL check, Megatron's
   ``Rank 3: found NaN in local grad norm``, Ascend's ``(PID:…, Device:1, RankID:1) ERR…``, DataParallel's
@@ -66,6 +67,8 @@ _FIRST_DIED = re.compile(
     # Hugging Face's text-generation-launcher naming the shard (tensor-parallel rank) that failed:
     # "ERROR text_generation_launcher: Shard 0 failed to start" (the others are then shut down)
     r"|\btext_generation_launcher: Shard (?P<tgi>\d+) (?:failed to start|crashed)"
+    # MosaicML Composer's launcher: "composer.cli.launcher - ERROR - Rank 4 crashed with exit code -6."
+    r"|\bcomposer\.cli\.launcher\W+(?:ERROR\W+)?Rank (?P<composer>\d+) crashed with exit code -?[1-9]"
 )
 #: the words a line needs for :data:`_FIRST_DIED` to be asked, and who each named group is
 _FIRST_DIED_HINTS = (
@@ -74,12 +77,14 @@ _FIRST_DIED_HINTS = (
     "process with rank=[",
     " died from signal ",
     "text_generation_launcher: Shard ",
+    "crashed with exit code",
 )
 _FIRST_DIED_WHO = {
     "mpirun": "mpirun",
     "paddle": "paddle.distributed.launch",
     "mpiexec": "mpiexec",
     "tgi": "text-generation-launcher",
+    "composer": "composer's launcher",
 }
 # MS-MPI's report after "job aborted:" / "[ranks] message": the rank with an error of its own
 # ("[1] process exited without calling finalize", "[0] fatal error"), the others "[0] terminated"
