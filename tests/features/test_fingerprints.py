@@ -1700,11 +1700,23 @@ def test_old_thc_devices_fork_safety_metal_limits_new_architectures_and_other_ac
         "urllib.error.HTTPError: HTTP Error 403: rate limit exceeded",
         "urllib.error.HTTPError: HTTP Error 503: Service Unavailable",
         "wandb: ERROR Run initialization has timed out after 90.0 sec.",
+        # the stalled process's stack dump parked in the build lock
+        '  File "/opt/venv/lib/python3.12/site-packages/torch/utils/file_baton.py", line 50 in wait',
+        # Triton's autotuner: a kernel configuration larger than the GPU's shared memory
+        "triton.runtime.autotuner.OutOfResources: out of resource: shared memory, Required: 663808, Hardware limit: 101376.",
+        # requests / huggingface_hub refused by the Hub
+        "huggingface_hub.utils._errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: https://huggingface.co/api",
+        "requests.exceptions.HTTPError: 500 Server Error: Internal Server Error for url: https://s3.us-east-1.amazonaws.com/x",
     ],
 )
 def test_stale_build_locks_launch_limits_and_outside_services_lie_outside_the_taxonomy(line: str) -> None:
     hit = _outside(line)
     assert hit is not None and hit.entry_id == "unknown"
+
+
+def test_a_client_error_that_is_the_users_own_request_is_not_an_outside_service_failure() -> None:
+    # 404 / 401 are the job's own wrong name or missing token, not a service refusing load
+    assert _outside("requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://x/y") is None
 
 
 @pytest.mark.parametrize(
