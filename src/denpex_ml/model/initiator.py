@@ -169,8 +169,9 @@ def find_initiator(
         # (an abstention) only when that rank reports an error of its own
         score[ranks[0]] = 0.6
         why[ranks[0]].append("the only rank the log shows, and it did not time out waiting for others")
-    if not score and not timeouts and label is not None:
-        # no rank prefixes, yet the lines name one rank only (a single process's output pasted)
+    if not score and label is not None:
+        # no rank prefixes, yet the lines name one rank only (a single process's output pasted;
+        # without rank streams no rank has a timeout of its own to exclude)
         single = only_rank_named(bundle)
         if single is not None:
             score[single.rank] = 0.6
