@@ -2438,6 +2438,30 @@ def test_wordings_read_from_batch_bt(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        # a kernel assertion whose block/thread prefix the excerpt cut off
+        ("ad: [47,0,0] Assertion `cur_target >= 0 && cur_target < n_classes` failed.", "cuda-device-side-assert"),
+        # rows of the kernel OOM killer's task dump, with and without the dmesg clock
+        (
+            "[  687.294232] [ 1990]  1000  1990    98985      370      90       3      385             0 indicator-appli",
+            "host-oom",
+        ),
+        ("[ 2108]  1000  2108    65257      372      29       3        0             0 python", "host-oom"),
+        ("[  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents oom_score_adj name", "host-oom"),
+    ],
+)
+def test_wordings_read_from_batches_bu_bv(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_a_task_dump_row_needs_all_its_columns() -> None:
+    # a bracketed number followed by a few numbers (a progress line, a tensor) is not a task dump
+    assert _strongest_root_cause("[ 12] 1000 1990 98985 loss") != "host-oom"
+    assert _strongest_root_cause("[47, 0, 0] tensor([1, 2, 3])") is None
+
+
 def test_nccl_init_cuda_failure_with_a_number_is_still_read_as_set_up_not_memory() -> None:
     assert _strongest_root_cause("node-a:1:1 [0] init.cc:1200 NCCL WARN Cuda failure 2 'out of memory'") == "cuda-oom"
     assert _strongest_root_cause("node-a:1:1 [0] init.cc:1200 NCCL WARN Cuda failure 3 'initialization error'") == (
