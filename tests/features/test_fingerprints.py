@@ -2450,6 +2450,8 @@ def test_wordings_read_from_batch_bt(line: str, entry: str) -> None:
         ),
         ("[ 2108]  1000  2108    65257      372      29       3        0             0 python", "host-oom"),
         ("[  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents oom_score_adj name", "host-oom"),
+        # SGLang's post-load check: some tensor-parallel ranks were still loading weights
+        ("TP rank 1 could finish the model loading, but there are other ranks that", "host-work-timeout"),
     ],
 )
 def test_wordings_read_from_batches_bu_bv(line: str, entry: str) -> None:
