@@ -2458,6 +2458,49 @@ def test_wordings_read_from_batches_bu_bv(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "/opt/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/socket.cc:142] rv != -1. -1 vs -1. "
+            "connect: Network is unreachable.",
+            "nccl-init-failure",
+        ),
+        (
+            "accelerate.utils.operations.DistributedOperationException: Cannot apply desired operation due to "
+            "shape mismatches. All shapes across devices must be valid.",
+            "collective-mismatch",
+        ),
+        (
+            "RuntimeError: An FSDP-managed module with parameter CPU offloading enabled has parameters on cuda:0. "
+            "Make sure to not move the module from CPU when offloading parameters.",
+            "tensor-device-mismatch",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_bw(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "fabric manager config file item: FABRIC_NODE_CONFIG_FILE has an invalid value",
+            "nvlink-xid74-fabric-manager",
+        ),
+        ("Unknown option: /usr/share/nvidia/nvswitch/fabricmanager.cfg", "nvlink-xid74-fabric-manager"),
+        (
+            "WARNING: The object store is using /tmp instead of /dev/shm because /dev/shm has only 67108864 bytes "
+            "available. This will harm performance!",
+            "nccl-shm-p2p-failure",
+        ),
+    ],
+)
+def test_symptoms_read_from_batch_bw(line: str, entry: str) -> None:
+    assert any(h.entry_id == entry and h.role.value == "symptom" for h in _hits(line))
+
+
 def test_a_task_dump_row_needs_all_its_columns() -> None:
     # a bracketed number followed by a few numbers (a progress line, a tensor) is not a task dump
     assert _strongest_root_cause("[ 12] 1000 1990 98985 loss") != "host-oom"
