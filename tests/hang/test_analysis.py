@@ -306,6 +306,16 @@ def test_horovod_shutting_down_after_a_rank_left_is_a_hang() -> None:
     assert _report(line).is_hang
 
 
+def test_an_inference_engine_reporting_its_own_stall_is_a_hang() -> None:
+    line = (
+        "(EngineCore_DP1 pid=1455) INFO 05-28 14:44:28 [shm_broadcast.py:681] No available shared memory broadcast"
+        " block found in 60 seconds. This typically happens when some processes are hanging or doing some"
+        " time-consuming work (e.g. compilation, weight/kv cache quantization).\n"
+    )
+    assert _report(line).is_hang
+    assert not _report("INFO [shm_broadcast.py:289] vLLM message queue communication handle: Handle(...)\n").is_hang
+
+
 def _dump(rank: int, frames: list[tuple[str, str]]) -> str:
     """A faulthandler dump of one rank, innermost frame first, behind torchrun's ``[rankN]:``."""
     lines = [f"[rank{rank}]:Thread 0x00007f87444{rank:05d} (most recent call first):"]
