@@ -260,18 +260,26 @@ class DenpexHead:
                 )
 
     def _fit_stage1(
-        self, X: np.ndarray, y: np.ndarray, w: np.ndarray, init: dict[str, np.ndarray] | None = None
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        w: np.ndarray,
+        init: dict[str, np.ndarray] | None = None,
+        tol: float = 1e-4,
     ) -> tuple[StandardScaler, LogisticRegression]:
         """Stage 1 on ``X``: a standard scaler and an L2 logistic regression. ``init`` (the arrays of
         another stage 1 on overlapping data, :func:`_logreg_arrays`) starts the solver there: the
         problem is strictly convex, so the solution is the same up to the solver's tolerance and
         it takes a fraction of the iterations (the inner folds start from the full fit, a
-        cross-validation fold from the final model)."""
+        cross-validation fold from the final model). ``tol`` is the solver's gradient tolerance:
+        the inner folds, which only give stage 2 its out-of-fold probabilities, stop at 1e-3 (a
+        third fewer steps: a warm retrain 33 s -> 23.5 s here; grouped CV the same to a tenth
+        of a point), the model's own stage 1 at scikit-learn's 1e-4."""
         from sklearn.linear_model import LogisticRegression
         from sklearn.preprocessing import StandardScaler
 
         scaler = StandardScaler().fit(X)
-        clf = LogisticRegression(C=self.C, max_iter=3000)
+        clf = LogisticRegression(C=self.C, max_iter=3000, tol=tol)
         classes = np.unique(y)
         if init is not None and len(classes) > 2:
             rows = {int(c): i for i, c in enumerate(init["classes"])}
@@ -340,7 +348,7 @@ class DenpexHead:
         full = _logreg_arrays(scaler, clf)
         self.stage1_: dict[str, np.ndarray] = full
         for tr, te in GroupKFold(self.n_folds).split(X, y, g):
-            sc, fold_clf = self._fit_stage1(X[tr], y[tr], w[tr], full)
+            sc, fold_clf = self._fit_stage1(X[tr], y[tr], w[tr], full, tol=1e-3)
             oof[te] = self._stage1_proba(X[te], sc, fold_clf)
             ret[te] = RetrievalIndex(emb[tr], y[tr], self.layout.n_classes, self.k).features(emb[te])
         self.bank_vectors_ = emb.astype(np.float16)
