@@ -101,6 +101,10 @@ class FeatureLayout:
 #: Column (within the hang block) of the "the job hangs" signal.
 _HANG_FLAG = HANG_FEATURE_NAMES.index("signal:hang")
 
+#: Stage 1's gradient tolerance in the inner folds, which only give stage 2 its out-of-fold
+#: probabilities (the model's own stage 1 keeps scikit-learn's 1e-4); see ``_fit_stage1``.
+_INNER_FOLD_TOL = 1e-3
+
 
 def _logreg_proba(arrays: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
     """Class probabilities (n, len(classes)) of a scaler + logistic regression saved by
@@ -272,9 +276,9 @@ class DenpexHead:
         problem is strictly convex, so the solution is the same up to the solver's tolerance and
         it takes a fraction of the iterations (the inner folds start from the full fit, a
         cross-validation fold from the final model). ``tol`` is the solver's gradient tolerance:
-        the inner folds, which only give stage 2 its out-of-fold probabilities, stop at 1e-3 (a
-        third fewer steps: a warm retrain 33 s -> 23.5 s here; grouped CV the same to a tenth
-        of a point), the model's own stage 1 at scikit-learn's 1e-4."""
+        the inner folds, which only give stage 2 its out-of-fold probabilities, stop at
+        :data:`_INNER_FOLD_TOL` (1e-3: a third fewer steps, a warm retrain 33 s -> 23.5 s here,
+        grouped CV the same to a tenth of a point), the model's own stage 1 at scikit-learn's 1e-4."""
         from sklearn.linear_model import LogisticRegression
         from sklearn.preprocessing import StandardScaler
 
@@ -348,7 +352,7 @@ class DenpexHead:
         full = _logreg_arrays(scaler, clf)
         self.stage1_: dict[str, np.ndarray] = full
         for tr, te in GroupKFold(self.n_folds).split(X, y, g):
-            sc, fold_clf = self._fit_stage1(X[tr], y[tr], w[tr], full, tol=1e-3)
+            sc, fold_clf = self._fit_stage1(X[tr], y[tr], w[tr], full, tol=_INNER_FOLD_TOL)
             oof[te] = self._stage1_proba(X[te], sc, fold_clf)
             ret[te] = RetrievalIndex(emb[tr], y[tr], self.layout.n_classes, self.k).features(emb[te])
         self.bank_vectors_ = emb.astype(np.float16)
