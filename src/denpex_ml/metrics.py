@@ -38,11 +38,13 @@ def classification_metrics(
     abstain_threshold: float | None = None,
     unknown: int = -1,
     order: np.ndarray | None = None,
+    abstain: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Top-1/top-3 accuracy, macro-F1 and ECE over rows with a known label (``y != unknown``);
     with a threshold also the abstention precision/recall on ``unknown`` rows. ``order``: each
     row's class indices, best first, as the system lists its alternatives (default: descending
-    ``proba``); top-3 looks at its first three."""
+    ``proba``); top-3 looks at its first three. ``abstain``: which rows the system answers
+    ``unknown`` (e.g. the out-of-taxonomy detector's verdicts), instead of a threshold."""
     proba = np.asarray(proba)
     y = np.asarray(y)
     known = y != unknown
@@ -55,8 +57,8 @@ def classification_metrics(
         out["top3"] = float(np.mean([t[i] in top3[i] for i in range(len(t))]))
         out["macro_f1"] = float(f1_score(t, pred, average="macro", labels=np.unique(t), zero_division=0))
         out["ece"] = expected_calibration_error(P.max(axis=1), pred == t)
-    if abstain_threshold is not None:
-        abstain = proba.max(axis=1) < abstain_threshold
+    if abstain is not None or abstain_threshold is not None:
+        abstain = np.asarray(abstain, dtype=bool) if abstain is not None else proba.max(axis=1) < abstain_threshold
         pred_all = np.where(abstain, unknown, proba.argmax(axis=1))
         is_unknown = y == unknown
         out["abstain_rate"] = float(abstain.mean())

@@ -6,7 +6,8 @@ answer above the abstention threshold; ``unknown`` below it, with the confidence
 answer is *not* the best entry (``1 - p(best)``); a hang below the threshold answered when its
 family together is likely; ``no-failure`` when the log shows no failure evidence at all, unless
 the best failure entry is confidently likely (``unknown`` for a model without that class); the
-hang prior when the hang analysis finds a hang.
+hang prior when the hang analysis finds a hang. With a learned out-of-taxonomy detector,
+``unknown`` when it fires, whatever the top probability.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def model(request: pytest.FixtureRequest) -> DenpexModel:
         m = load_model(request.getfixturevalue("tiny_model_dir"))
     m.abstain_threshold = 0.5
     m.confidence_map = (1.0, 0.0)
+    m.outside = None  # the threshold rule; the learned detector's rule is tested on its own below
     return m
 
 
@@ -207,3 +209,65 @@ def test_an_entry_whose_own_root_cause_weighs_more_still_wins_over_an_outside_fi
     _fix_proba(model, monkeypatch, cuda_oom=0.9)
     d = model.classify(text=CAPACITY + OOM)
     assert d.label == "cuda-oom" and d.outside_taxonomy == ""
+
+
+def _with_detector(model: DenpexModel, monkeypatch: pytest.MonkeyPatch, p_outside: float) -> None:
+    """Give ``model`` a detector (firing at 0.5) that says ``p_outside`` for every job."""
+    from denpex_ml.model.outside import OutsideDetector
+
+    model.outside = OutsideDetector({}, threshold=0.5)
+    monkeypatch.setattr(model, "outside_proba", lambda a, proba, x=None: p_outside)
+
+
+def test_with_a_detector_unknown_when_it_fires_even_above_the_threshold(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fix_proba(model, monkeypatch, cuda_oom=0.6)
+    _with_detector(model, monkeypatch, 0.7)
+    d = model.classify(text=OOM)
+    assert d.label == "unknown" and d.abstained
+    assert d.confidence == pytest.approx(0.7)  # the detector's probability
+    assert d.best_guess == "cuda-oom"
+
+
+def test_with_a_detector_that_does_not_fire_an_unsure_answer_is_given(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # below the old threshold: the threshold rule would abstain, the detector says "known"
+    _fix_proba(model, monkeypatch, cuda_oom=0.4, host_oom=0.2)
+    _with_detector(model, monkeypatch, 0.2)
+    d = model.classify(text=OOM)
+    assert d.label == "cuda-oom" and not d.abstained and d.confidence == pytest.approx(0.4)
+
+
+def test_a_log_without_failure_evidence_stays_no_failure_whatever_the_detector_says(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fix_proba(model, monkeypatch, no_failure=0.3, cuda_oom=0.2)
+    _with_detector(model, monkeypatch, 0.9)
+    assert model.classify(text=HEALTHY).label == "no-failure"
+
+
+def test_a_hang_whose_family_is_likely_is_answered_even_when_the_detector_fires(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a known hang worded unfamiliarly (a gloo reproduction, say) is not a failure outside the taxonomy
+    model.hang_prior = 1.0
+    _fix_proba(model, monkeypatch, host_work_timeout=0.5, subset_rank_collective_hang=0.2)
+    _with_detector(model, monkeypatch, 0.9)
+    d = model.classify(text=WATCHDOG)
+    assert d.label == "host-work-timeout" and d.confidence == pytest.approx(0.5)
+    # the same split over crash entries is not spared
+    _fix_proba(model, monkeypatch, cuda_oom=0.5, host_oom=0.2)
+    assert model.classify(text=OOM).label == "unknown"
+
+
+def test_with_a_detector_a_best_entry_below_the_floor_is_unknown(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from denpex_ml.model.outside import ANSWER_FLOOR
+
+    _fix_proba(model, monkeypatch, cuda_oom=ANSWER_FLOOR - 0.05, host_oom=0.1)
+    _with_detector(model, monkeypatch, 0.1)
+    d = model.classify(text=OOM)
+    assert d.label == "unknown" and d.confidence == pytest.approx(1.0 - (ANSWER_FLOOR - 0.05))

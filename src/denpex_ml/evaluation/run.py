@@ -35,6 +35,7 @@ from denpex_ml.evaluation.result import EvalConfig, EvalResult
 from denpex_ml.model.alternatives import alternatives_order
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.featurize import JobAnalysis
+from denpex_ml.model.outside import MIN_UNKNOWN, out_of_fold, outside_features
 from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import incident_bundle
@@ -107,12 +108,27 @@ def _score(model: DenpexModel, pool: Pool, index: dict[str, int], progress: Prog
     )
 
 
+def _outside_out_of_fold(model: DenpexModel, s: _Scored, pool: Pool) -> np.ndarray | None:
+    """The out-of-taxonomy detector's probabilities for a pool scored out of fold: refitted per
+    grouped fold on the out-of-fold head scores (the shipped detector learned from these very
+    incidents); ``None`` without a detector or without enough ``unknown`` incidents to refit it."""
+    if model.outside is None or not len(s.y):
+        return None
+    is_unknown = s.y == -1
+    if is_unknown.sum() < MIN_UNKNOWN or (~is_unknown).sum() < MIN_UNKNOWN:
+        return None
+    shifted = np.stack([model.job_proba(a, p) for a, p in zip(s.analyses, s.proba, strict=True)])
+    groups = np.asarray([e.group for e in pool.examples])
+    return out_of_fold(outside_features(s.X, shifted, model.head.layout), is_unknown, groups)
+
+
 def _rediagnose(model: DenpexModel, s: _Scored, proba: np.ndarray, pool: Pool, index: dict[str, int]) -> None:
     """Replace the model's scores of a pool by out-of-fold ones (same abstention/initiator rules)."""
     s.proba = proba
+    outside_p = _outside_out_of_fold(model, s, pool)
     preds, ranks = [], []
-    for a, p, ex in zip(s.analyses, proba, pool.examples, strict=True):
-        d = model.decide(a, p, time.perf_counter())
+    for i, (a, p, ex) in enumerate(zip(s.analyses, proba, pool.examples, strict=True)):
+        d = model.decide(a, p, time.perf_counter(), outside_p=None if outside_p is None else float(outside_p[i]))
         preds.append(-1 if d.label == UNKNOWN_ID else index[d.label])
         ranks.append((ex.initiating_rank, d.initiating_rank, ex.initiating_rank in a.bundle.streams))
     s.pred = np.asarray(preds, dtype=np.int64)

@@ -26,6 +26,7 @@ from denpex_ml.model.diagnosis import Alternative, Diagnosis, Evidence
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout
 from denpex_ml.model.initiator import initiating_rank
+from denpex_ml.model.outside import OutsideDetector, abstains
 from denpex_ml.model.persistence import (
     MAX_TAXONOMY_BYTES,
     TAXONOMY_FILE,
@@ -93,6 +94,7 @@ class DenpexModel:
         max_lines: int = 96,
         hang_prior: float = 1.0,
         confidence_map: tuple[float, float] = (1.0, 0.0),
+        outside: OutsideDetector | None = None,
     ) -> None:
         self.taxonomy = taxonomy
         self.labels = labels
@@ -111,6 +113,10 @@ class DenpexModel:
         #: out-of-fold scores of logs the fingerprints were written from are too sure of
         #: themselves. ``(1, 0)`` leaves confidences as the head gives them.
         self.confidence_map = (float(confidence_map[0]), float(confidence_map[1]))
+        #: The learned out-of-taxonomy detector (:mod:`denpex_ml.model.outside`): with it, a job
+        #: is answered ``unknown`` when the detector fires, not when the top probability is low
+        #: (``abstain_threshold`` then only serves models without one).
+        self.outside = outside
         self.manifest = manifest or {}
         self.encoder = encoder if isinstance(encoder, CachedEncoder) else CachedEncoder(encoder)
         self.matcher = FingerprintMatcher(taxonomy)
@@ -137,6 +143,15 @@ class DenpexModel:
     def predict_proba(self, analyses: Iterable[JobAnalysis]) -> np.ndarray:
         X = np.stack([self.featurizer.base_vector(a) for a in analyses])
         return self.head.predict_proba(X)
+
+    def outside_proba(self, a: JobAnalysis, proba: np.ndarray, x: np.ndarray | None = None) -> float | None:
+        """P(the job's failure lies outside the taxonomy) by the learned detector, from its
+        analysis ``a``, its head probabilities ``proba`` (as :meth:`decide` takes them) and,
+        when already computed, its base vector ``x``; ``None`` for a model without a detector."""
+        if self.outside is None:
+            return None
+        vec = self.featurizer.base_vector(a) if x is None else x
+        return float(self.outside.proba(vec[None, :], self.job_proba(a, proba)[None, :], self.head.layout)[0])
 
     def diagnose(self, bundle: LogBundle, *, started: float | None = None) -> Diagnosis:
         """Classify an already-ingested bundle.
@@ -198,7 +213,11 @@ class DenpexModel:
         return np.asarray(shifted[0])
 
     def _choose_label(
-        self, a: JobAnalysis, proba: np.ndarray, outside: FingerprintHit | None = None
+        self,
+        a: JobAnalysis,
+        proba: np.ndarray,
+        outside: FingerprintHit | None = None,
+        outside_p: float | None = None,
     ) -> tuple[str, float, str]:
         """``(label, confidence, best taxonomy guess)`` from the calibrated probabilities.
 
@@ -210,9 +229,14 @@ class DenpexModel:
         * no error evidence at all (no fingerprint, no error line, no hang signal) -> the best
           failure when the model is sure of it (:attr:`no_evidence_answer`), else ``no-failure``:
           ``unknown`` names a failure the taxonomy cannot, and this log shows none;
-        * the best entry above the abstention threshold -> that entry;
-        * a hang or transport entry below it, while its family together is likely -> that entry;
-        * otherwise ``unknown`` (its confidence: the mass not on the best entry).
+        * with the learned detector (:attr:`outside`; ``outside_p``, its probability for this job):
+          ``unknown`` when it fires (its confidence: that probability) or the best entry is below
+          :data:`~denpex_ml.model.outside.ANSWER_FLOOR`, unless the best entry is a hang or
+          transport entry whose family together is likely (:func:`~denpex_ml.model.outside.abstains`);
+          else the best entry;
+        * without it: the best entry above the abstention threshold -> that entry; a hang or
+          transport entry below it, while its family together is likely -> that entry;
+          otherwise ``unknown`` (its confidence: the mass not on the best entry).
         """
         order = np.argsort(-proba)
         best = self.labels[int(order[0])]
@@ -235,6 +259,13 @@ class DenpexModel:
                 return best, p_best, best
             if no_fail is not None:  # nothing in the log shows a failure: none found
                 return NO_FAILURE_ID, 1.0 - p_best if best != NO_FAILURE_ID else p_best, best
+            return UNKNOWN_ID, 1.0 - p_best, best
+        if self.outside is not None and outside_p is not None:
+            kept = family_supported(proba[None, :], self.labels, self.family_threshold)
+            if not abstains(np.asarray([outside_p]), proba[None, :], self.outside.threshold, kept)[0]:
+                return best, p_best, best
+            if outside_p >= self.outside.threshold:
+                return UNKNOWN_ID, outside_p, best
             return UNKNOWN_ID, 1.0 - p_best, best
         if p_best >= self.abstain_threshold:
             return best, p_best, best
@@ -307,17 +338,21 @@ class DenpexModel:
             ]
         return new, alternatives
 
-    def decide(self, a: JobAnalysis, proba: np.ndarray, t0: float) -> Diagnosis:
+    def decide(self, a: JobAnalysis, proba: np.ndarray, t0: float, *, outside_p: float | None = None) -> Diagnosis:
         """The :class:`Diagnosis` of an analysed job from its calibrated class probabilities
         (``proba``, the head's output for ``a``): the label or abstention, the first failing
         rank, the evidence, the hang report and advice; ``t0`` is when the work on the job
         started (``time.perf_counter()``), for the timing in ``stats``. Evaluation uses it to
-        score probabilities from a cross-validated head the same way ``classify`` would."""
+        score probabilities from a cross-validated head the same way ``classify`` would.
+        ``outside_p``: the out-of-taxonomy detector's probability for the job
+        (:meth:`outside_proba`; computed here when the model has a detector and it is not given)."""
+        if outside_p is None and self.outside is not None:
+            outside_p = self.outside_proba(a, proba)
         proba = self.job_proba(a, proba)
         order = alternatives_order(proba, self.labels, a.hang.is_hang)
         alternatives = [Alternative(self.labels[int(i)], float(proba[i])) for i in order[:5]]
         outside = outside_taxonomy(a.hits)
-        label, confidence, best = self._choose_label(a, proba, outside)
+        label, confidence, best = self._choose_label(a, proba, outside, outside_p)
         if label != UNKNOWN_ID:  # Flight Recorder findings come first
             outside = None
             confidence, alternatives = self.recalibrated(label, confidence, alternatives)
@@ -405,6 +440,7 @@ class DenpexModel:
                     "random_state": self.head.random_state,
                 },
                 "abstain_threshold": self.abstain_threshold,
+                "outside_threshold": None if self.outside is None else self.outside.threshold,
                 "hang_prior": self.hang_prior,
                 "confidence_map": list(self.confidence_map),
                 "max_lines": self.featurizer.max_lines,
@@ -412,7 +448,10 @@ class DenpexModel:
         )
         self.manifest = manifest
         files = {TAXONOMY_FILE: self.taxonomy.to_json().encode("utf-8")}
-        return write_model_dir(path, manifest, self.head.to_arrays(), files=files)
+        arrays = self.head.to_arrays()
+        if self.outside is not None:
+            arrays.update(self.outside.to_arrays())
+        return write_model_dir(path, manifest, arrays, files=files)
 
     @classmethod
     def load(
@@ -462,6 +501,7 @@ class DenpexModel:
             abstain_threshold=float(manifest["abstain_threshold"]),
             hang_prior=float(manifest.get("hang_prior", 1.0)),
             confidence_map=tuple(manifest.get("confidence_map", (1.0, 0.0))),
+            outside=OutsideDetector.from_arrays(arrays, manifest.get("outside_threshold")),
             manifest=manifest,
             max_lines=int(manifest.get("max_lines", 96)),
         )

@@ -129,6 +129,8 @@ class ManifestV1(BaseModel):
     hang_prior: Annotated[_Number, Field(ge=1, le=100)] = 1.0
     #: ``(a, b)`` of the confidence recalibration ``sigmoid(a * logit(c) + b)`` (``a`` > 0: monotone)
     confidence_map: Annotated[list[_Number], Field(min_length=2, max_length=2)] = [1.0, 0.0]
+    #: the probability at which the out-of-taxonomy detector (``outside_*`` arrays) answers ``unknown``
+    outside_threshold: Annotated[_Number, Field(ge=0, le=1)] | None = None
     structure_features: list[StrictStr] = []
     max_lines: Annotated[StrictInt, Field(ge=1, le=100_000)] = 96
 
@@ -259,6 +261,7 @@ def _check_files(path: Path, spec: ManifestV1) -> None:
 #: Arrays of a version-1 head: name -> (dtype kinds, shape with symbols for free sizes, required).
 def _head_spec(lay: LayoutV1) -> dict[str, tuple[str, tuple[int | str, ...], bool]]:
     w, nc, ed, p = lay.width, lay.n_classes, lay.embed_dim, len(PAIR_FEATURES)
+    wo = 8 + 2 * lay.fp_per_class + lay.n_structure + 2 * ed  # model.outside.n_outside_features
     return {
         "stage1_mean": ("f", (w,), True),
         "stage1_scale": ("f", (w,), True),
@@ -276,6 +279,11 @@ def _head_spec(lay: LayoutV1) -> dict[str, tuple[str, tuple[int | str, ...], boo
         "hang_affinity": ("f", (nc, lay.n_hang), False),
         "temperature": ("f", (1,), True),
         "temperature_hang": ("f", (1,), False),
+        "outside_mean": ("f", (wo,), False),
+        "outside_scale": ("f", (wo,), False),
+        "outside_coef": ("f", (1, wo), False),
+        "outside_intercept": ("f", (1,), False),
+        "outside_classes": ("iu", (2,), False),
     }
 
 
@@ -317,6 +325,12 @@ def check_head_arrays(
         )
     if sizes["bank"] < 1:
         raise ModelError(f"{where}: head array bank_vectors is empty (the retrieval bank needs incidents)")
+    outside = sorted(n for n in spec if n.startswith("outside_"))
+    held = [n for n in outside if n in shapes]
+    if held and len(held) != len(outside):
+        raise ModelError(
+            f"{where}: the out-of-taxonomy detector is incomplete: {', '.join(sorted(set(outside) - set(held)))} missing"
+        )
 
 
 def _npz_headers(head: Path) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
@@ -374,8 +388,8 @@ def _read_arrays(head: Path, layout: LayoutV1) -> dict[str, np.ndarray]:
     for name, a in arrays.items():
         if a.dtype.kind == "f" and not np.isfinite(a).all():
             raise ModelError(f"{head}: head array {name} holds NaN or infinite values")
-    for name in ("stage1_scale", "stage2_scale"):
-        if (arrays[name] == 0).any():
+    for name in ("stage1_scale", "stage2_scale", "outside_scale"):
+        if name in arrays and (arrays[name] == 0).any():
             raise ModelError(f"{head}: head array {name} holds zeros (a scale divides)")
     if "temperature_hang" in arrays and not float(arrays["temperature_hang"][0]) > 0:
         raise ModelError(
@@ -383,7 +397,14 @@ def _read_arrays(head: Path, layout: LayoutV1) -> dict[str, np.ndarray]:
         )
     if not float(arrays["temperature"][0]) > 0:
         raise ModelError(f"{head}: head array temperature must be positive, got {float(arrays['temperature'][0])}")
-    for name, hi in (("stage1_classes", layout.n_classes), ("bank_labels", layout.n_classes), ("stage2_classes", 2)):
+    for name, hi in (
+        ("stage1_classes", layout.n_classes),
+        ("bank_labels", layout.n_classes),
+        ("stage2_classes", 2),
+        ("outside_classes", 2),
+    ):
+        if name not in arrays:
+            continue
         a = arrays[name]
         if a.size and (int(a.min()) < 0 or int(a.max()) >= hi):
             raise ModelError(f"{head}: head array {name} holds class indices outside [0, {hi})")

@@ -33,6 +33,7 @@ from denpex_ml.model.core import DenpexModel, family_supported, shift_for_hangs
 from denpex_ml.model.featurize import STRUCTURE_NAMES, Featurizer, JobAnalysis
 from denpex_ml.model.head import DenpexHead, FeatureLayout, stage1_for_layout
 from denpex_ml.model.initiator import initiating_rank
+from denpex_ml.model.outside import abstains, fit_outside_detector
 from denpex_ml.model.persistence import models_root, read_model_dir
 from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy, load_taxonomy
 from denpex_ml.training.cache import EmbeddingStore, FeatureStore, featurizer_signature
@@ -393,12 +394,19 @@ def _real_metrics(
     baselines: bool,
     metrics: dict[str, float],
     per_class: dict[str, list[dict[str, Any]]],
+    abstain: np.ndarray | None = None,
 ) -> None:
-    """The real incidents out of fold (all, and those with a confident label), beside the baselines."""
+    """The real incidents out of fold (all, and those with a confident label), beside the
+    baselines; ``abstain``, the out-of-taxonomy detector's out-of-fold verdicts where there is one."""
     confident = np.asarray([e.confident for e in real.examples])
     rule_p = RuleBaseline(st.matcher).predict_proba([a.bundle for a in real.analyses or []]) if baselines else None
     for prefix, mask in (("real", np.ones(len(real), bool)), ("real_confident", confident)):
-        m = classification_metrics(cv.proba[mask], real.y[mask], abstain_threshold=threshold)
+        m = classification_metrics(
+            cv.proba[mask],
+            real.y[mask],
+            abstain_threshold=threshold,
+            abstain=None if abstain is None else abstain[mask],
+        )
         metrics.update({f"{prefix}/{k}": v for k, v in m.items()})
         if rule_p is not None:
             for name, P in (("rule", rule_p), ("tfidf", cv.tfidf)):
@@ -453,7 +461,22 @@ def train(
     test_p = _head_proba(st, head, fs["test"], hang_prior)
     # 3. abstention threshold on validation + out-of-fold real scores
     threshold = _abstain_threshold(st, fs["val"], val_p, cv.proba if cv is not None else None, real.y)
-    # 4. metrics (model and baselines on the same data)
+    # 4. the out-of-taxonomy detector, on the real incidents' out-of-fold scores
+    outside, outside_oof = (
+        fit_outside_detector(
+            real.X,
+            cv.proba,
+            real.y,
+            real.groups,
+            st.layout,
+            family_supported(cv.proba, st.labels, DenpexModel.family_threshold),
+        )
+        if cv is not None
+        else (None, None)
+    )
+    if outside is not None:
+        metrics["outside_threshold"] = outside.threshold
+    # 5. metrics (model and baselines on the same data)
     if len(fs["test"]):
         _test_metrics(
             st,
@@ -467,7 +490,19 @@ def train(
             per_class=per_class,
         )
     if cv is not None:
-        _real_metrics(st, real, cv, threshold, baselines=baselines, metrics=metrics, per_class=per_class)
+        abstain = (
+            None
+            if outside is None or outside_oof is None
+            else abstains(
+                outside_oof,
+                cv.proba,
+                outside.threshold,
+                family_supported(cv.proba, st.labels, DenpexModel.family_threshold),
+            )
+        )
+        _real_metrics(
+            st, real, cv, threshold, baselines=baselines, metrics=metrics, per_class=per_class, abstain=abstain
+        )
     metrics["abstain_threshold"] = threshold
     conf_map, conf_info = _confidence_map(config)
 
@@ -480,6 +515,7 @@ def train(
         max_lines=config.max_lines,
         hang_prior=hang_prior,
         confidence_map=conf_map,
+        outside=outside,
         manifest={
             "config": config.to_dict(),
             "confidence_calibration": conf_info,
