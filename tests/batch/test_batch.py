@@ -124,6 +124,20 @@ def test_a_row_says_which_failure_outside_the_taxonomy_it_shows(tmp_path: Path, 
     assert JobResult.from_dict(rows["cap"].to_dict()) == rows["cap"]
 
 
+def test_a_row_carries_the_detectors_probability(tmp_path: Path) -> None:
+    from denpex_ml.model.core import load_model
+
+    model = load_model()  # the shipped model has an out-of-taxonomy detector
+    assert model.outside is not None
+    arc = _tar(tmp_path / "jobs.tar.gz", {"good/rank0.log": OOM.encode()})
+    (row,) = score_archive(arc, model=model)
+    assert row.ok and row.outside_probability is not None and 0.0 <= row.outside_probability < 0.5
+    assert JobResult.from_dict(row.to_dict()) == row
+    as_csv = dict(row.to_dict(), outside_probability=str(row.outside_probability))  # a CSV cell is text
+    assert JobResult.from_dict(as_csv).outside_probability == pytest.approx(row.outside_probability)
+    assert JobResult.from_dict(dict(row.to_dict(), outside_probability="")).outside_probability is None
+
+
 def test_nested_archive_job_inside_a_batch_archive(tmp_path: Path, tiny_model: DenpexModel) -> None:
     inner = io.BytesIO()
     with tarfile.open(fileobj=inner, mode="w:gz") as tf:

@@ -2501,6 +2501,48 @@ def test_symptoms_read_from_batch_bw(line: str, entry: str) -> None:
     assert any(h.entry_id == entry and h.role.value == "symptom" for h in _hits(line))
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "RuntimeError: (Unavailable) Memory map failed when create shared memory.",
+            "dataloader-shm-bus-error",
+        ),
+        (
+            "ERROR:root:DataLoader reader thread failed((Unavailable) Memory map failed when rebuild shared memory.",
+            "dataloader-shm-bus-error",
+        ),
+        (
+            "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/48 clients joined.",
+            "nccl-init-failure",
+        ),
+        ("A process or daemon was unable to complete a TCP connection", "nccl-init-failure"),
+        (
+            "[node-b][[22157,1],4][btl_tcp_endpoint.c:626:mca_btl_tcp_endpoint_recv_connect_ack] received "
+            "unexpected process identifier [[22157,1],7]",
+            "nccl-init-failure",
+        ),
+        (
+            "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 "
+            '&& device < num_gpus INTERNAL ASSERT FAILED at "../aten/src/ATen/cuda/CUDAContext.cpp":49',
+            "duplicate-gpu-assignment",
+        ),
+        (
+            "2024-12-19 16:58:57,481 ERROR [train.py:1345] Your GPU ran out of memory with the current "
+            "max_duration setting. We recommend decreasing max_duration and trying again.",
+            "cuda-oom",
+        ),
+        (
+            "RuntimeError: An FSDP-managed module unexpectedly has parameters on cpu. Make sure to move the "
+            "module to cuda:0 before training.",
+            "tensor-device-mismatch",
+        ),
+    ],
+)
+def test_wordings_read_from_batches_bx_by(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_a_task_dump_row_needs_all_its_columns() -> None:
     # a bracketed number followed by a few numbers (a progress line, a tensor) is not a task dump
     assert _strongest_root_cause("[ 12] 1000 1990 98985 loss") != "host-oom"

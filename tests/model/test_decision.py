@@ -200,6 +200,7 @@ def test_a_failure_known_to_lie_outside_the_taxonomy_is_unknown_however_likely_a
     assert d.outside_taxonomy.startswith("The cloud could not provide the requested accelerator instances")
     assert "a failure outside the taxonomy: The cloud could not provide" in d.headline()
     assert d.to_dict()["outside_taxonomy"] == d.outside_taxonomy
+    assert d.unknown_reason == "outside-fingerprint"
     assert d.evidence and d.evidence[0].why.startswith("root-cause of unknown")
 
 
@@ -228,6 +229,9 @@ def test_with_a_detector_unknown_when_it_fires_even_above_the_threshold(
     assert d.label == "unknown" and d.abstained
     assert d.confidence == pytest.approx(0.7)  # the detector's probability
     assert d.best_guess == "cuda-oom"
+    assert d.unknown_reason == "detector" and d.outside_probability == pytest.approx(0.7)
+    assert "judged outside the taxonomy (70%); the closest entry, cuda-oom, has 60%" in d.headline()
+    assert d.to_dict()["outside_probability"] == pytest.approx(0.7) and d.to_dict()["unknown_reason"] == "detector"
 
 
 def test_with_a_detector_that_does_not_fire_an_unsure_answer_is_given(
@@ -238,6 +242,7 @@ def test_with_a_detector_that_does_not_fire_an_unsure_answer_is_given(
     _with_detector(model, monkeypatch, 0.2)
     d = model.classify(text=OOM)
     assert d.label == "cuda-oom" and not d.abstained and d.confidence == pytest.approx(0.4)
+    assert d.unknown_reason == "" and d.outside_probability == pytest.approx(0.2)
 
 
 def test_a_log_without_failure_evidence_stays_no_failure_whatever_the_detector_says(
@@ -271,3 +276,4 @@ def test_with_a_detector_a_best_entry_below_the_floor_is_unknown(
     _with_detector(model, monkeypatch, 0.1)
     d = model.classify(text=OOM)
     assert d.label == "unknown" and d.confidence == pytest.approx(1.0 - (ANSWER_FLOOR - 0.05))
+    assert d.unknown_reason == "unsure" and "no taxonomy entry fits well" in d.headline()

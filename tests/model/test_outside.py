@@ -130,3 +130,32 @@ def test_a_model_without_a_detector_loads_as_before(tiny_model_dir: Path, tmp_pa
     shutil.copytree(tiny_model_dir, tmp_path / "m")
     m = load_model(tmp_path / "m")
     assert m.outside is None or isinstance(m.outside, OutsideDetector)
+
+
+def test_applying_the_detector_is_scikit_learns_arithmetic_in_numpy() -> None:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from denpex_ml.model.head import _logreg_arrays
+    from denpex_ml.model.outside import _sigmoid_proba
+
+    rng = np.random.default_rng(0)
+    F = rng.normal(size=(300, 9)) * rng.uniform(0.1, 10, size=9)
+    y = (F[:, 0] / 3 + rng.normal(size=300) > 0).astype(int)
+    scaler = StandardScaler().fit(F)
+    clf = LogisticRegression().fit(scaler.transform(F), y)
+    expected = clf.predict_proba(scaler.transform(F))[:, 1]
+    np.testing.assert_allclose(_sigmoid_proba(_logreg_arrays(scaler, clf), F), expected, rtol=0, atol=1e-12)
+
+
+def test_classifying_with_the_detector_imports_neither_scikit_learn_nor_scipy() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from denpex_ml.model.core import load_model; m = load_model(); "
+        "assert m.outside is not None; m.classify(text='torch.OutOfMemoryError: CUDA out of memory.\\n'); "
+        "print(sorted({'sklearn', 'scipy'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

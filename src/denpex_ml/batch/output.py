@@ -331,6 +331,7 @@ def _arrow_schema() -> Any:
             ("abstained", pa.bool_()),
             ("best_guess", pa.string()),
             ("outside_taxonomy", pa.string()),
+            ("outside_probability", pa.float64()),
             ("alternatives", pa.list_(alternative)),
             ("initiating_rank", pa.int64()),
             ("initiating_reason", pa.string()),

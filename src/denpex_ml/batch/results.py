@@ -50,6 +50,7 @@ COLUMNS = (
     "abstained",
     "best_guess",
     "outside_taxonomy",
+    "outside_probability",
     "alternatives",
     "initiating_rank",
     "initiating_reason",
@@ -116,6 +117,8 @@ class JobResult:
     best_guess: str | None = None
     #: for ``unknown``: the failure known to lie outside the taxonomy that the log shows, in words
     outside_taxonomy: str = ""
+    #: P(the failure lies outside the taxonomy) by the model's learned detector; None without one
+    outside_probability: float | None = None
     alternatives: list[dict[str, Any]] = field(default_factory=list)
     initiating_rank: int | None = None
     initiating_reason: str = ""
@@ -155,9 +158,9 @@ class JobResult:
                 data[k] = json.loads(v) if v else []
             elif v is None:
                 data[k] = []
-        for k in ("confidence", "seconds"):
+        for k in ("confidence", "outside_probability", "seconds"):
             if data.get(k) in ("", None):
-                data[k] = None if k == "confidence" else 0.0
+                data[k] = 0.0 if k == "seconds" else None
             else:
                 data[k] = float(data[k])
         for k in ("initiating_rank", "ranks", "lines", "bytes"):

@@ -91,6 +91,7 @@ def _row(job_id: str, d: Diagnosis, model_id: str) -> JobResult:
         abstained=d.abstained,
         best_guess=d.best_guess,
         outside_taxonomy=d.outside_taxonomy,
+        outside_probability=data["outside_probability"],
         alternatives=data["alternatives"][:3],
         initiating_rank=d.initiating_rank,
         initiating_reason=d.initiating_reason,

@@ -386,7 +386,19 @@ class DenpexModel:
             topology=topology,
             suspects=suspects,
             outside_taxonomy=outside.fingerprint.meaning if outside is not None else "",
+            outside_probability=outside_p,
+            unknown_reason=self._unknown_reason(label, outside, outside_p),
         )
+
+    def _unknown_reason(self, label: str, outside: FingerprintHit | None, outside_p: float | None) -> str:
+        """Why the answer is ``unknown`` (see :attr:`Diagnosis.unknown_reason`); empty otherwise."""
+        if label != UNKNOWN_ID:
+            return ""
+        if outside is not None:
+            return "outside-fingerprint"
+        if self.outside is not None and outside_p is not None and outside_p >= self.outside.threshold:
+            return "detector"
+        return "unsure"
 
     def _evidence(self, a: JobAnalysis, label: str, limit: int = 8) -> list[Evidence]:
         out: list[Evidence] = []

@@ -113,6 +113,16 @@ class Diagnosis:
         For ``unknown``: the failure the log shows that is known to lie outside the taxonomy
         (a cloud refusing capacity, a scheduler refusing the job: the ``unknown`` entry's
         matching fingerprint, in words); empty otherwise.
+    outside_probability:
+        The probability that the job's failure lies outside the taxonomy, from the model's
+        learned out-of-taxonomy detector (:mod:`denpex_ml.model.outside`), for every answer;
+        None for a model without a detector. Sorting an archive by it finds the failures worth
+        a new taxonomy entry.
+    unknown_reason:
+        For ``unknown``, why: ``"outside-fingerprint"`` (a line the taxonomy knows to lie
+        outside it, ``outside_taxonomy``), ``"detector"`` (the detector judged the failure
+        outside the taxonomy) or ``"unsure"`` (no entry is likely enough to answer); empty
+        otherwise.
     """
 
     label: str
@@ -130,6 +140,8 @@ class Diagnosis:
     suspects: list[Suspect] = field(default_factory=list)
     host_names: dict[str, str] | None = field(default=None, repr=False)
     outside_taxonomy: str = ""
+    outside_probability: float | None = None
+    unknown_reason: str = ""
 
     def __post_init__(self) -> None:
         alts = [a if isinstance(a, Alternative) else Alternative(str(a[0]), float(a[1])) for a in self.alternatives]
@@ -162,6 +174,8 @@ class Diagnosis:
             "initiating_rank": self.initiating_rank,
             "initiating_reason": self.initiating_reason,
             "outside_taxonomy": self.outside_taxonomy,
+            "outside_probability": None if self.outside_probability is None else round(self.outside_probability, 4),
+            "unknown_reason": self.unknown_reason,
             "evidence": [ev.to_dict() for ev in self.evidence],
             "root_cause": e.root_cause,
             "fix": [{"step": f.step, "commands": list(f.commands)} for f in e.fix],
@@ -187,6 +201,9 @@ class Diagnosis:
             return f"{e.title}  [{self.label}]  a failure outside the taxonomy: {self.outside_taxonomy}"
         if self.abstained:
             closest = self.alternatives[0] if self.alternatives else None
+            if self.unknown_reason == "detector" and self.outside_probability is not None:
+                near = f"; the closest entry, {closest.label}, has {closest.probability:.0%}" if closest else ""
+                return f"{e.title}  [{self.label}]  judged outside the taxonomy ({self.outside_probability:.0%}){near}"
             if closest is not None:
                 return (
                     f"{e.title}  [{self.label}]  no taxonomy entry fits well: the closest, "

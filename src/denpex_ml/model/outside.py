@@ -16,7 +16,8 @@ known entries. It reads
 Its probabilities that train it are out of fold (the head's cross-validated scores), and its
 threshold is chosen on its own grouped out-of-fold scores, so neither is fitted on the rows it
 is judged on. A model trained with too few ``unknown`` logs has no detector and abstains by
-the top-probability threshold as before.
+the top-probability threshold as before. As for the head, fitting uses scikit-learn (imported
+by the functions that fit) and applying the detector is numpy only.
 """
 
 from __future__ import annotations
@@ -24,11 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold
-from sklearn.preprocessing import StandardScaler
 
-from denpex_ml.model.head import FeatureLayout, _logreg_arrays, _logreg_proba
+from denpex_ml.model.head import FeatureLayout, _logreg_arrays
 
 #: The detector's regularisation (scikit-learn's ``C``): strong, it sees ~900 features and a
 #: few hundred positive rows (grouped out-of-fold AUC 0.859 at 0.01 against 0.846 at 0.1 on the
@@ -88,7 +86,7 @@ class OutsideDetector:
 
     def proba(self, X: np.ndarray, proba: np.ndarray, layout: FeatureLayout) -> np.ndarray:
         """P(outside the taxonomy) per row."""
-        return _logreg_proba(self.arrays, outside_features(X, proba, layout))[:, 1]
+        return _sigmoid_proba(self.arrays, outside_features(X, proba, layout))
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {self.PREFIX + k: v for k, v in self.arrays.items()}
@@ -102,7 +100,17 @@ class OutsideDetector:
         return cls(own, float(threshold))
 
 
+def _sigmoid_proba(arrays: dict[str, np.ndarray], F: np.ndarray) -> np.ndarray:
+    """P(class 1) of a binary scaler + logistic regression saved by ``_logreg_arrays`` (numpy only)."""
+    Z = (np.asarray(F, dtype=np.float64) - arrays["mean"]) / arrays["scale"]
+    score = Z @ np.asarray(arrays["coef"], dtype=np.float64).reshape(-1) + float(np.asarray(arrays["intercept"])[0])
+    return np.asarray(np.exp(-np.logaddexp(0.0, -score)))
+
+
 def _fit(F: np.ndarray, is_unknown: np.ndarray) -> dict[str, np.ndarray]:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
     scaler = StandardScaler().fit(F)
     clf = LogisticRegression(C=OUTSIDE_C, max_iter=3000).fit(scaler.transform(F), is_unknown.astype(int))
     return _logreg_arrays(scaler, clf)
@@ -110,13 +118,15 @@ def _fit(F: np.ndarray, is_unknown: np.ndarray) -> dict[str, np.ndarray]:
 
 def out_of_fold(F: np.ndarray, is_unknown: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """The detector's grouped out-of-fold probabilities (no source thread in both sides)."""
+    from sklearn.model_selection import GroupKFold
+
     oof = np.zeros(len(F))
     folds = min(OUTSIDE_FOLDS, len(set(groups.tolist())))
     for tr, te in GroupKFold(n_splits=folds).split(F, is_unknown, groups):
         if is_unknown[tr].all() or not is_unknown[tr].any():
             oof[te] = float(is_unknown[tr].mean())
             continue
-        oof[te] = _logreg_proba(_fit(F[tr], is_unknown[tr]), F[te])[:, 1]
+        oof[te] = _sigmoid_proba(_fit(F[tr], is_unknown[tr]), F[te])
     return oof
 
 

@@ -25,7 +25,9 @@
     const parts = [];
     parts.push(el("p", { cls: "headline", id: "headline" }, el("b", { id: "title", text: d.title }), " ",
       el("code", { id: "label", text: "[" + d.label + "]" })));
-    if (d.abstained) {
+    if (d.abstained && d.unknown_reason === "detector" && d.outside_probability != null) {
+      parts.push(el("p", { id: "outside", text: "Judged outside the taxonomy (" + pct(d.outside_probability) + ")" + (d.best_guess ? "; the closest entry is " + d.best_guess : "") + "." }));
+    } else if (d.abstained) {
       parts.push(el("p", { text: "No taxonomy entry fits well" + (d.best_guess ? "; the closest is " + d.best_guess : "") + "." }));
     } else {
       parts.push(el("p", { id: "confidence", text: "Confidence " + pct(d.confidence) }));
