@@ -158,3 +158,15 @@ def test_cli_eval(tiny_model_dir: Path, tmp_path: Path) -> None:
     )
     assert rc == 0
     assert (tmp_path / "report.md").exists()
+
+
+def test_the_report_says_how_the_model_abstains() -> None:
+    from denpex_ml.evaluation.plots import _detector_point
+    from denpex_ml.evaluation.report import _abstention_rule
+
+    with_detector = {"abstain_threshold": 0.425, "outside_threshold": 0.35}
+    assert "out-of-taxonomy detector's probability reaches 0.35" in _abstention_rule(with_detector)
+    assert _abstention_rule({"abstain_threshold": 0.425, "outside_threshold": None}) == "abstention threshold 0.425"
+    # the coverage plot marks where the detector's answers put the model, not a point on the threshold curve
+    assert _detector_point(with_detector, {"coverage": 0.97, "answered_accuracy": 0.88}) == (0.97, 0.88)
+    assert _detector_point({"abstain_threshold": 0.425}, {"coverage": 0.97, "answered_accuracy": 0.88}) is None

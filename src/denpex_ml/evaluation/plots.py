@@ -69,14 +69,29 @@ def _reliability(plt, bins_by_system: dict[str, list[dict[str, float]]], title: 
     plt.close(fig)
 
 
-def _coverage(plt, curves: dict[str, list[dict[str, float]]], threshold: float, title: str, path: Path) -> None:  # type: ignore[no-untyped-def]
+def _coverage(  # type: ignore[no-untyped-def]
+    plt,
+    curves: dict[str, list[dict[str, float]]],
+    threshold: float,
+    title: str,
+    path: Path,
+    detector_point: tuple[float, float] | None = None,
+) -> None:
+    """Accuracy of the answered jobs against the share answered, as a top-probability threshold
+    moves; the model's own operating point in red: on the curve at its abstention threshold, or,
+    for a model with an out-of-taxonomy detector, where the detector's answers put it
+    (``detector_point``: coverage, accuracy of answered)."""
     fig, ax = plt.subplots(figsize=(6, 5))
     for system, pts in curves.items():
         pts = [p for p in pts if p["accuracy"] == p["accuracy"]]
         if pts:
             _system_line(ax, system, [p["coverage"] for p in pts], [p["accuracy"] for p in pts], ".")
     model = [p for p in curves.get("model", []) if p["threshold"] <= threshold]
-    if model:
+    if detector_point is not None:
+        ax.scatter(
+            [detector_point[0]], [detector_point[1]], color="red", zorder=5, label="model (out-of-taxonomy detector)"
+        )
+    elif model:
         ax.scatter(
             [model[-1]["coverage"]],
             [model[-1]["accuracy"]],
@@ -116,6 +131,13 @@ def _prequential(plt, prequential: list[dict[str, Any]], path: Path) -> None:  #
     plt.close(fig)
 
 
+def _detector_point(info: dict[str, Any], metrics: dict[str, float]) -> tuple[float, float] | None:
+    """(coverage, accuracy of answered) of a model with an out-of-taxonomy detector, else None."""
+    if info.get("outside_threshold") is None or "coverage" not in metrics or "answered_accuracy" not in metrics:
+        return None
+    return float(metrics["coverage"]), float(metrics["answered_accuracy"])
+
+
 def write_plots(result: EvalResult, out: Path) -> dict[str, dict[str, str]]:
     """Write the plots; returns {data set: {kind: file name}}."""
     plt = _plt()
@@ -143,6 +165,7 @@ def write_plots(result: EvalResult, out: Path) -> dict[str, dict[str, str]]:
                 float(result.model["abstain_threshold"]),
                 f"{ds}: accuracy vs coverage",
                 out / got["coverage"],
+                _detector_point(result.model, model.metrics),
             )
         files[ds] = got
     if result.prequential:

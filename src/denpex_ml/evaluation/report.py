@@ -170,6 +170,16 @@ def _prequential_section(result: EvalResult, plot: dict[str, str]) -> list[str]:
     return [*lines, ""]
 
 
+def _abstention_rule(m: dict[str, Any]) -> str:
+    """How the model decides to answer ``unknown``, in words."""
+    if m.get("outside_threshold") is not None:
+        return (
+            f"`unknown` when the out-of-taxonomy detector's probability reaches {m['outside_threshold']} "
+            f"(the abstention threshold {m['abstain_threshold']} serves only models without a detector)"
+        )
+    return f"abstention threshold {m['abstain_threshold']}"
+
+
 def render_markdown(result: EvalResult, plots: dict[str, dict[str, str]] | None = None) -> str:
     plots = plots or {}
     m = result.model
@@ -178,7 +188,7 @@ def render_markdown(result: EvalResult, plots: dict[str, dict[str, str]] | None 
         "",
         f"Model `{m['path']}` (files hash `{m['files_hash']}`, encoder `{m['encoder']}`, taxonomy "
         f"`{m['taxonomy_hash']}`, training data `{m['training_data_hash']}`, trained on {m['training_counts']}); "
-        f"abstention threshold {m['abstain_threshold']}. Run took {result.seconds:.0f} s.",
+        f"{_abstention_rule(m)}. Run took {result.seconds:.0f} s.",
         "",
         "Every figure comes from data the model did not train on: the synthetic test split is a separate random "
         "stream of the model's own generator config; real incidents are scored out of fold (grouped by source "

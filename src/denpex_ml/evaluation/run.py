@@ -186,6 +186,7 @@ def _model_info(model: DenpexModel, model_dir: str | None) -> dict[str, Any]:
         "training_data_hash": m.get("training_data_hash"),
         "training_counts": m.get("training_counts"),
         "abstain_threshold": model.abstain_threshold,
+        "outside_threshold": None if model.outside is None else model.outside.threshold,
         "config": m.get("config", {}),
     }
 
