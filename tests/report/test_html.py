@@ -179,3 +179,19 @@ def test_report_of_the_scored_examples(scored_examples: Path, tmp_path: Path) ->
     assert info.jobs == len(rows) == 12
     data = _blob(info.path.read_text(encoding="utf-8"))
     assert sorted(r[0] for r in data["rows"]) == sorted(r.job_id for r in rows)
+
+
+def test_the_report_lists_the_jobs_likeliest_outside_the_taxonomy() -> None:
+    rows = [
+        _row(0, outside_probability=0.02),
+        _row(1, label="unknown", best_guess="uncaught-exception-crash", outside_probability=0.91),
+        _row(2, label="unknown", best_guess="cuda-oom", outside_probability=0.45),
+        _row(3, outside_probability=None),  # a model without a detector
+    ]
+    s = summarise([r.to_dict() for r in rows])
+    assert [r["job_id"] for r in s.outside] == ["job-0001", "job-0002"]  # likeliest first, none below 0.3
+    page = build_report(rows)
+    section = page[page.index('<section id="outside">') : page.index('<section id="jobs">')]
+    assert "job-0001" in section and "91%" in section and "uncaught-exception-crash" in section
+    assert "job-0000" not in section
+    assert '<section id="outside">' not in build_report([_row(0, outside_probability=0.02)])

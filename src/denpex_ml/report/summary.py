@@ -22,6 +22,8 @@ __all__ = ["ClassCount", "NodeCount", "Summary", "TimeBucket", "summarise"]
 CONFIDENCE_BINS = 10
 #: Rows of the "slowest jobs" and "nodes implicated" tables.
 TOP = 10
+#: Jobs listed as "likely outside the taxonomy": the out-of-taxonomy detector's probability at least this.
+OUTSIDE_SHOWN = 0.3
 #: A class is "new" when it first appears in this many seconds before the latest job time.
 NEW_WINDOW_S = 7 * 86400
 
@@ -76,6 +78,9 @@ class Summary:
     nodes: list[NodeCount] = field(default_factory=list)
     has_nodes: bool = False
     slowest: list[dict[str, Any]] = field(default_factory=list)
+    #: the jobs the out-of-taxonomy detector finds likeliest to be a failure no entry names
+    #: (``outside_probability`` >= :data:`OUTSIDE_SHOWN`, likeliest first; candidates for a new entry)
+    outside: list[dict[str, Any]] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     total_seconds: float = 0.0
 
@@ -194,5 +199,9 @@ def summarise(rows: Sequence[dict[str, Any]], titles: dict[str, str] | None = No
     ]
     slow = heapq.nlargest(TOP, range(len(rows)), key=lambda i: float(rows[i].get("seconds") or 0.0))
     s.slowest = [rows[i] for i in slow if rows[i].get("seconds")]
+    out_p = [
+        i for i, r in enumerate(rows) if r["status"] == "ok" and (r.get("outside_probability") or 0.0) >= OUTSIDE_SHOWN
+    ]
+    s.outside = [rows[i] for i in heapq.nlargest(TOP, out_p, key=lambda i: float(rows[i]["outside_probability"]))]
     s.models = [m for m, _ in models.most_common()]
     return s
