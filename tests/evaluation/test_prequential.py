@@ -228,3 +228,25 @@ def test_abstention_replay_answers_above_the_threshold_by_the_best_guess(tmp_pat
     # 0.85: the answer at head 0.8 abstains too (its stated 0.67 would not have), the healthy one never
     assert high["abstentions"] == 3
     assert abstention_replay(tmp_path / "none") is None
+
+
+def test_abstention_replay_reads_the_recorded_best_probability_of_a_detector_abstention(tmp_path: Path) -> None:
+    """When the out-of-taxonomy detector decided, an abstention states the detector's probability
+    (0.9 here), not one minus the head's best: the replay reads the recorded best (0.7) instead."""
+    row = PrequentialRow(
+        **{
+            **_row(0, "cuda-oom", "unknown", 0.9).__dict__,
+            "top3": ("cuda-oom", "host-oom", "unknown"),
+            "unknown_reason": "detector",
+            "best_probability": 0.7,
+            "outside_probability": 0.9,
+        }
+    )
+    write_prequential([row], tmp_path / "collected-a.jsonl__m.json", batch="collected-a.jsonl", model_id="default@m")
+    kept = json.loads((tmp_path / "collected-a.jsonl__m.json").read_text())["rows"][0]
+    assert kept["unknown_reason"] == "detector" and kept["best_probability"] == 0.7
+    replay = abstention_replay(tmp_path, thresholds=(0.5, 0.75))
+    assert replay is not None
+    at_half, at_three_quarters = replay
+    assert at_half["abstentions"] == 0 and at_half["known_top1"] == 1.0  # 0.7 >= 0.5: its best guess answers
+    assert at_three_quarters["abstentions"] == 1  # read as 1 - 0.9 = 0.1 it would abstain at 0.5 too

@@ -55,6 +55,13 @@ class PrequentialRow:
     rank_visible: bool
     seconds: float
     error: str | None = None
+    #: for ``unknown`` answers: why (``Diagnosis.unknown_reason``), and the head's probability of
+    #: its best entry (an abstention's stated confidence is the detector's probability when the
+    #: detector decided, not one minus it); empty / None in files kept before the detector
+    unknown_reason: str = ""
+    best_probability: float | None = None
+    #: the out-of-taxonomy detector's probability (None for a model without one)
+    outside_probability: float | None = None
 
     @property
     def correct(self) -> bool:
@@ -375,7 +382,8 @@ def abstention_replay(
     """What other abstention thresholds would have given on the pooled batches (:func:`pool_latest`),
     each as scored by a model that had not seen it: every row's confidence on the head's scale (an
     answer's stated confidence with its batch's recalibration undone; an abstention states one
-    minus it) against each threshold, answered below it by ``unknown`` and above it by the row's
+    minus it, or records it as ``best_probability`` when the out-of-taxonomy detector decided)
+    against each threshold, answered below it by ``unknown`` and above it by the row's
     best guess (an abstention's first alternative). Rows answered "no failure" keep that answer
     (the model gives it from the absence of any failure, whatever the threshold). Approximate: a
     row answered by the hang/transport family rule, or abstained for a failure the taxonomy knows
@@ -393,8 +401,16 @@ def abstention_replay(
         rows = [r for r in payload["rows"] if r.get("predicted") != "error" and r.get("confidence") is not None]
         abstained = np.array([r["predicted"] == UNKNOWN_ID for r in rows], dtype=bool)
         stated = np.array([float(r["confidence"]) for r in rows], dtype=float)
-        # an abstention states one minus the head's best probability, unmapped; an answer, mapped
-        p_parts.append(np.where(abstained, 1.0 - stated, _head_scale(payload, stated)))
+        # an abstention states one minus the head's best probability, unmapped (or records it, when
+        # the out-of-taxonomy detector decided); an answer, mapped
+        best = np.array(
+            [
+                1.0 - c if r.get("best_probability") is None else float(r["best_probability"])
+                for r, c in zip(rows, stated, strict=True)
+            ],
+            dtype=float,
+        )
+        p_parts.append(np.where(abstained, best, _head_scale(payload, stated)))
         for r, off in zip(rows, abstained.tolist(), strict=True):
             guess = (list(r.get("top3") or []) or [UNKNOWN_ID])[0] if off else r["predicted"]
             guess_right.append(guess == r["label"])

@@ -69,6 +69,9 @@ def score_batch(
                     rule=rule,
                     predicted_rank=d.initiating_rank,
                     seconds=time.perf_counter() - t0,
+                    unknown_reason=d.unknown_reason,
+                    best_probability=max((p for _, p in d.alternatives), default=None) if d.abstained else None,
+                    outside_probability=d.outside_probability,
                 )
             )
         except DenpexError as exc:
