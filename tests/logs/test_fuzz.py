@@ -54,6 +54,7 @@ def _masker_with_hosts() -> Masker:
 @example("-----BEGIN RSA PRIVATE KEY-----\n/home/MASTER_ADDR=")  # "/home/user=" read as key
 @example("::a10.1.2.3")  # "ip-1.1.2.3" then gave up "1.1.2.3" as an address
 @example("host=G::a")  # "node-4::a" was then read as the IPv6 address "4::a"
+@example("::0-node-7: ")  # "ip-1-node-7: " was then read as a host prefix
 def test_masking_never_crashes_keeps_lines_and_is_idempotent(text: str) -> None:
     m = _masker_with_hosts()
     once = m.mask(text)

@@ -425,8 +425,10 @@ class Masker:
 
     def _ipv6_edit(self, m: _Match, data: bytes) -> Edit:
         start, end = m.span()
-        if _is_word(data, end) or (data[end : end + 1] == b"." and data[end + 1 : end + 2].isdigit()):
-            return m.end()  # part of a longer token ("::a10.1.2.3": an embedded IPv4 tail)
+        if _is_word(data, end) or (data[end : end + 1] in (b".", b"-") and _is_word(data, end + 1)):
+            # part of a longer token ("::a10.1.2.3": an embedded IPv4 tail; "::0-node-7": a name
+            # glued on by a dash, which masked to "ip-1-node-7" would read as a host name next time)
+            return m.end()
         if data[end - 1 : end] == b":" and data[end - 2 : end] != b"::":
             end -= 1  # "fe80::1: connection refused"
         elif data[end : end + 1] == b":":
