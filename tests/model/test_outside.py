@@ -136,8 +136,7 @@ def test_applying_the_detector_is_scikit_learns_arithmetic_in_numpy() -> None:
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
-    from denpex_ml.model.head import _logreg_arrays
-    from denpex_ml.model.outside import _sigmoid_proba
+    from denpex_ml.model.head import _logreg_arrays, _logreg_proba
 
     rng = np.random.default_rng(0)
     F = rng.normal(size=(300, 9)) * rng.uniform(0.1, 10, size=9)
@@ -145,7 +144,7 @@ def test_applying_the_detector_is_scikit_learns_arithmetic_in_numpy() -> None:
     scaler = StandardScaler().fit(F)
     clf = LogisticRegression().fit(scaler.transform(F), y)
     expected = clf.predict_proba(scaler.transform(F))[:, 1]
-    np.testing.assert_allclose(_sigmoid_proba(_logreg_arrays(scaler, clf), F), expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(_logreg_proba(_logreg_arrays(scaler, clf), F)[:, 1], expected, rtol=0, atol=1e-12)
 
 
 def test_classifying_with_the_detector_imports_neither_scikit_learn_nor_scipy() -> None:

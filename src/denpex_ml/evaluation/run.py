@@ -35,7 +35,7 @@ from denpex_ml.evaluation.result import EvalConfig, EvalResult
 from denpex_ml.model.alternatives import alternatives_order
 from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.featurize import JobAnalysis
-from denpex_ml.model.outside import MIN_UNKNOWN, out_of_fold, outside_features
+from denpex_ml.model.outside import enough_to_fit, out_of_fold, outside_features
 from denpex_ml.taxonomy import UNKNOWN_ID
 from denpex_ml.training.config import TrainConfig
 from denpex_ml.training.data import incident_bundle
@@ -115,7 +115,7 @@ def _outside_out_of_fold(model: DenpexModel, s: _Scored, pool: Pool) -> np.ndarr
     if model.outside is None or not len(s.y):
         return None
     is_unknown = s.y == -1
-    if is_unknown.sum() < MIN_UNKNOWN or (~is_unknown).sum() < MIN_UNKNOWN:
+    if not enough_to_fit(is_unknown):
         return None
     shifted = np.stack([model.job_proba(a, p) for a, p in zip(s.analyses, s.proba, strict=True)])
     groups = np.asarray([e.group for e in pool.examples])

@@ -111,16 +111,15 @@ def _logreg_proba(arrays: dict[str, np.ndarray], X: np.ndarray) -> np.ndarray:
     :func:`_logreg_arrays`, with the arithmetic of scikit-learn's ``StandardScaler.transform``
     and ``LogisticRegression.predict_proba`` (``tests/model/test_head.py`` holds them equal):
     standardised in ``X``'s float dtype, scores in float64, a softmax (the sigmoid of the
-    score in the two-class case, SciPy's ``expit`` as scikit-learn uses it)."""
+    score in the two-class case, as scikit-learn's ``expit``, written in numpy so that applying
+    a binary model imports no SciPy)."""
     X = np.array(X, dtype=X.dtype if X.dtype in (np.float32, np.float64) else np.float64)
     X -= np.asarray(arrays["mean"]).astype(X.dtype)
     X /= np.asarray(arrays["scale"]).astype(X.dtype)
     coef = np.asarray(arrays["coef"], dtype=np.float64)
     scores = X @ coef.T + np.asarray(arrays["intercept"], dtype=np.float64)
     if len(arrays["classes"]) <= 2:
-        from scipy.special import expit
-
-        p = expit(scores.reshape(-1))
+        p = np.exp(-np.logaddexp(0.0, -scores.reshape(-1)))
         return np.stack([1 - p, p], axis=1)
     scores -= scores.max(axis=1).reshape(-1, 1)
     np.exp(scores, out=scores)

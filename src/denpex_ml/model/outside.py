@@ -23,10 +23,11 @@ by the functions that fit) and applying the detector is numpy only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from denpex_ml.model.head import FeatureLayout, _logreg_arrays
+from denpex_ml.model.head import FeatureLayout, _logreg_arrays, _logreg_proba
 
 #: The detector's regularisation (scikit-learn's ``C``): strong, it sees ~900 features and a
 #: few hundred positive rows (grouped out-of-fold AUC 0.859 at 0.01 against 0.846 at 0.1 on the
@@ -53,8 +54,14 @@ ANSWER_FLOOR = 0.2
 _N_PROBA = 8
 
 
-def n_outside_features(layout: FeatureLayout) -> int:
-    """The detector's input width for a head ``layout``."""
+class _Widths(Protocol):
+    fp_per_class: int
+    n_structure: int
+    embed_dim: int
+
+
+def n_outside_features(layout: _Widths) -> int:
+    """The detector's input width for a head layout (a :class:`FeatureLayout` or a manifest's)."""
     return _N_PROBA + 2 * layout.fp_per_class + layout.n_structure + 2 * layout.embed_dim
 
 
@@ -86,7 +93,7 @@ class OutsideDetector:
 
     def proba(self, X: np.ndarray, proba: np.ndarray, layout: FeatureLayout) -> np.ndarray:
         """P(outside the taxonomy) per row."""
-        return _sigmoid_proba(self.arrays, outside_features(X, proba, layout))
+        return _logreg_proba(self.arrays, outside_features(X, proba, layout))[:, 1]
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {self.PREFIX + k: v for k, v in self.arrays.items()}
@@ -100,13 +107,6 @@ class OutsideDetector:
         return cls(own, float(threshold))
 
 
-def _sigmoid_proba(arrays: dict[str, np.ndarray], F: np.ndarray) -> np.ndarray:
-    """P(class 1) of a binary scaler + logistic regression saved by ``_logreg_arrays`` (numpy only)."""
-    Z = (np.asarray(F, dtype=np.float64) - arrays["mean"]) / arrays["scale"]
-    score = Z @ np.asarray(arrays["coef"], dtype=np.float64).reshape(-1) + float(np.asarray(arrays["intercept"])[0])
-    return np.asarray(np.exp(-np.logaddexp(0.0, -score)))
-
-
 def _fit(F: np.ndarray, is_unknown: np.ndarray) -> dict[str, np.ndarray]:
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
@@ -114,6 +114,11 @@ def _fit(F: np.ndarray, is_unknown: np.ndarray) -> dict[str, np.ndarray]:
     scaler = StandardScaler().fit(F)
     clf = LogisticRegression(C=OUTSIDE_C, max_iter=3000).fit(scaler.transform(F), is_unknown.astype(int))
     return _logreg_arrays(scaler, clf)
+
+
+def enough_to_fit(is_unknown: np.ndarray) -> bool:
+    """Whether rows hold at least :data:`MIN_UNKNOWN` ``unknown`` and as many known ones."""
+    return bool(is_unknown.sum() >= MIN_UNKNOWN and (~is_unknown).sum() >= MIN_UNKNOWN)
 
 
 def out_of_fold(F: np.ndarray, is_unknown: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -126,7 +131,7 @@ def out_of_fold(F: np.ndarray, is_unknown: np.ndarray, groups: np.ndarray) -> np
         if is_unknown[tr].all() or not is_unknown[tr].any():
             oof[te] = float(is_unknown[tr].mean())
             continue
-        oof[te] = _sigmoid_proba(_fit(F[tr], is_unknown[tr]), F[te])
+        oof[te] = _logreg_proba(_fit(F[tr], is_unknown[tr]), F[te])[:, 1]
     return oof
 
 
@@ -169,7 +174,7 @@ def fit_outside_detector(
     source threads; ``kept``, rows the floor spares, see :func:`abstains`). Returns the detector (``None`` with fewer than :data:`MIN_UNKNOWN`
     ``unknown`` rows) and its own out-of-fold probabilities, on which its threshold was chosen."""
     is_unknown = np.asarray(y) == -1
-    if is_unknown.sum() < MIN_UNKNOWN or (~is_unknown).sum() < MIN_UNKNOWN:
+    if not enough_to_fit(is_unknown):
         return None, None
     F = outside_features(X, proba, layout)
     groups = np.asarray(groups)

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 from denpex_ml._version import __version__
 from denpex_ml.errors import ModelError
 from denpex_ml.model.head import PAIR_FEATURES
+from denpex_ml.model.outside import n_outside_features
 
 __all__ = [
     "FORMAT_VERSION",
@@ -261,7 +262,7 @@ def _check_files(path: Path, spec: ManifestV1) -> None:
 #: Arrays of a version-1 head: name -> (dtype kinds, shape with symbols for free sizes, required).
 def _head_spec(lay: LayoutV1) -> dict[str, tuple[str, tuple[int | str, ...], bool]]:
     w, nc, ed, p = lay.width, lay.n_classes, lay.embed_dim, len(PAIR_FEATURES)
-    wo = 8 + 2 * lay.fp_per_class + lay.n_structure + 2 * ed  # model.outside.n_outside_features
+    wo = n_outside_features(lay)
     return {
         "stage1_mean": ("f", (w,), True),
         "stage1_scale": ("f", (w,), True),

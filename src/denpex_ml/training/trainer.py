@@ -462,17 +462,9 @@ def train(
     # 3. abstention threshold on validation + out-of-fold real scores
     threshold = _abstain_threshold(st, fs["val"], val_p, cv.proba if cv is not None else None, real.y)
     # 4. the out-of-taxonomy detector, on the real incidents' out-of-fold scores
+    kept = family_supported(cv.proba, st.labels, DenpexModel.family_threshold) if cv is not None else None
     outside, outside_oof = (
-        fit_outside_detector(
-            real.X,
-            cv.proba,
-            real.y,
-            real.groups,
-            st.layout,
-            family_supported(cv.proba, st.labels, DenpexModel.family_threshold),
-        )
-        if cv is not None
-        else (None, None)
+        fit_outside_detector(real.X, cv.proba, real.y, real.groups, st.layout, kept) if cv is not None else (None, None)
     )
     if outside is not None:
         metrics["outside_threshold"] = outside.threshold
@@ -491,14 +483,7 @@ def train(
         )
     if cv is not None:
         abstain = (
-            None
-            if outside is None or outside_oof is None
-            else abstains(
-                outside_oof,
-                cv.proba,
-                outside.threshold,
-                family_supported(cv.proba, st.labels, DenpexModel.family_threshold),
-            )
+            None if outside is None or outside_oof is None else abstains(outside_oof, cv.proba, outside.threshold, kept)
         )
         _real_metrics(
             st, real, cv, threshold, baselines=baselines, metrics=metrics, per_class=per_class, abstain=abstain
