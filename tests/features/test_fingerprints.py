@@ -2543,6 +2543,43 @@ def test_wordings_read_from_batches_bx_by(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            'MXNetError: [06:04:43] src/postoffice.cc:18: Check  notnull: Environment::Get()->find("DMLC_NUM_SERVER")',
+            "nccl-init-failure",
+        ),
+        (
+            "tensorflow.python.framework.errors_impl.NotFoundError: dlopen(/usr/local/lib/python3.6/site-packages/"
+            "horovod/tensorflow/mpi_lib.so, 6): Symbol not found: _ncclAllReduce",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "tensorflow.python.framework.errors_impl.FailedPreconditionError: Mismatched ALLREDUCE CPU/GPU device "
+            "selection: One rank specified device GPU, but another rank specified device CPU.",
+            "collective-mismatch",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_bz(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_an_npu_stream_sync_timeout_is_a_symptom_of_a_peer_busy_on_the_host() -> None:
+    line = (
+        "RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUStream.cpp:435 NPU function error: "
+        "aclrtSynchronizeDevice, error code is 507046"
+    )
+    # (the RuntimeError itself is also read, as an uncaught exception)
+    assert ("host-work-timeout", "symptom") in {(h.entry_id, h.role.value) for h in _hits(line)}
+
+
+def test_paddles_bus_error_points_at_both_shared_memory_entries() -> None:
+    line = "FatalError: `Access to an undefined portion of a memory object` is detected by the operating system."
+    assert {h.entry_id for h in _hits(line)} >= {"dataloader-shm-bus-error", "nccl-shm-p2p-failure"}
+
+
 def test_a_task_dump_row_needs_all_its_columns() -> None:
     # a bracketed number followed by a few numbers (a progress line, a tensor) is not a task dump
     assert _strongest_root_cause("[ 12] 1000 1990 98985 loss") != "host-oom"
