@@ -2575,6 +2575,36 @@ def test_an_npu_stream_sync_timeout_is_a_symptom_of_a_peer_busy_on_the_host() ->
     assert ("host-work-timeout", "symptom") in {(h.entry_id, h.role.value) for h in _hits(line)}
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "Error: /paddle/paddle/fluid/framework/details/nan_inf_utils_detail.cu:105 Assertion `false` failed. "
+            "===ERROR: in [op=divide] [tensor=] find nan or inf===",
+            "loss-nan-divergence",
+        ),
+        (
+            "paddle.fluid.core.EnforceNotMet: Enforce failed. Expected predict_data <= 1, but received "
+            "predict_data:-nan > 1:1.",
+            "loss-nan-divergence",
+        ),
+        ("memory allocation of 2097152 bytes failed", "host-oom"),
+        (
+            'ValueError: Error opening "zarr" driver: Error writing local file "/scratch/ckpt/.zarray": Failed to '
+            "acquire lock on file: /scratch/ckpt/.zarray.__lock [OS error: Invalid argument]",
+            "storage-io-failure",
+        ),
+        (
+            # the exception's name alone (the message after it cut off, as pasted)
+            "[rank1]: accelerate.utils.operations.DistributedOperationException: Canno",
+            "collective-mismatch",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_ca(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_paddles_bus_error_points_at_both_shared_memory_entries() -> None:
     line = "FatalError: `Access to an undefined portion of a memory object` is detected by the operating system."
     assert {h.entry_id for h in _hits(line)} >= {"dataloader-shm-bus-error", "nccl-shm-p2p-failure"}
