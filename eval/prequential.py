@@ -26,11 +26,11 @@ from denpex_ml.dataset.prequential import (
     pool_files,
     pool_latest,
     summarise,
+    summary_table,
     write_prequential,
 )
 from denpex_ml.evaluation.prequential import score_batch
 from denpex_ml.model.core import load_model
-from denpex_ml.taxonomy.groups import GROUPS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,22 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print_table(s: dict[str, Any]) -> None:
-    print(f"{'group':<12}{'n':>5}{'top1':>7}{'top3':>7}{'rules':>7}{'unk':>5}{'rank':>7}")
-    for g in ("all", *GROUPS):
-        m = s[g]
-        if m.get("n"):
-            print(
-                f"{g:<12}{int(m['n']):>5}{m['top1']:>7.2f}{m['top3']:>7.2f}{m['rule_top1']:>7.2f}"
-                f"{int(m['answered_unknown']):>5}{m.get('rank_accuracy', float('nan')):>7.2f}"
-            )
-    print(f"unknown recall {s['unknown_recall']}  precision {s['unknown_precision']}")
-    k = s["known"]
-    if k.get("answered"):
-        print(
-            f"known: top1 {k['top1']:.3f} top3 {k['top3']:.3f} rules {k['rule_top1']:.3f} (n {int(k['n'])}); "
-            f"answered {int(k['answered'])}: accuracy {k['answered_accuracy']:.3f}, "
-            f"mean confidence {k['answered_mean_confidence']:.3f}, ECE {k['ece_answered']:.3f}"
-        )
+    print("\n".join(summary_table(s)))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from denpex_ml.dataset import load_incidents
-from denpex_ml.dataset.prequential import summarise
+from denpex_ml.dataset.prequential import summarise, summary_table
 from denpex_ml.evaluation.prequential import score_batch
 from denpex_ml.model.core import load_model
 from denpex_ml.training.config import TrainConfig
@@ -75,12 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         f"time split: {len(config['real_data'])} real files trained on, {len(rows)} logs of {' '.join(args.test)} scored"
     )
     print(f"overrides: {overrides or 'none'}; model trained in {result.seconds:.0f} s")
-    print(f"{'group':<12}{'n':>6}{'top1':>8}{'top3':>8}{'rules':>8}")
-    for g in ("known", "hang", "transport", "crash", "no-failure", "unknown"):
-        r = s.get(g)
-        if r and r.get("n"):
-            print(f"{g:<12}{int(r['n']):>6}{r['top1']:>8.3f}{r['top3']:>8.3f}{r['rule_top1']:>8.3f}")
-    print(f"unknown recall {s['unknown_recall']:.3f} precision {s['unknown_precision']:.3f}")
+    print("\n".join(summary_table(s)))
     return 0
 
 

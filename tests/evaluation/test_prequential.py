@@ -17,6 +17,7 @@ from denpex_ml.dataset.prequential import (
     pool_files,
     pool_latest,
     summarise,
+    summary_table,
     write_prequential,
 )
 
@@ -58,6 +59,14 @@ def test_summarise_counts_abstention_right_only_on_unknown_logs() -> None:
     assert s["unknown_recall"] == 0.5  # one of the two unknown logs abstained on
     assert s["unknown_precision"] == 0.5  # one of the two abstentions was on an unknown log
     assert s["known"]["top3"] == 1.0  # the abstained cuda-oom is still among the three best
+
+
+def test_the_summary_table_has_a_row_per_group_with_rows_and_the_known_logs_line() -> None:
+    rows = [_row(0, "cuda-oom", "cuda-oom", rule="cuda-oom"), _row(1, "unknown", "unknown")]
+    lines = summary_table(summarise(rows))
+    firsts = [ln.split()[0] for ln in lines]
+    assert firsts[:4] == ["group", "all", "crash", "unknown"]  # empty groups are left out
+    assert lines[-1].startswith("known: top1 1.000 top3 1.000 rules 1.000 (n 1)")
 
 
 def test_a_healthy_log_that_states_a_rank_does_not_count_for_the_rank_figure() -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "load_prequential",
     "pool_latest",
     "summarise",
+    "summary_table",
     "write_prequential",
 ]
 
@@ -112,6 +113,28 @@ def summarise(rows: Sequence[PrequentialRow]) -> dict[str, Any]:
     out["unknown_precision"] = float(np.mean([r.label == UNKNOWN_ID for r in abstained])) if abstained else None
     out["confident"] = _group_metrics([r for r in rows if r.label_confidence != "unconfirmed"])
     return out
+
+
+def summary_table(s: dict[str, Any]) -> list[str]:
+    """The lines of a :func:`summarise` result as the scripts print it: per group n, top-1, top-3,
+    the rules' top-1, ``unknown`` answers and first-rank accuracy, then the known logs' line."""
+    lines = [f"{'group':<12}{'n':>5}{'top1':>7}{'top3':>7}{'rules':>7}{'unk':>5}{'rank':>7}"]
+    for g in ("all", *GROUPS):
+        m = s[g]
+        if m.get("n"):
+            lines.append(
+                f"{g:<12}{int(m['n']):>5}{m['top1']:>7.2f}{m['top3']:>7.2f}{m['rule_top1']:>7.2f}"
+                f"{int(m['answered_unknown']):>5}{m.get('rank_accuracy', float('nan')):>7.2f}"
+            )
+    lines.append(f"unknown recall {s['unknown_recall']}  precision {s['unknown_precision']}")
+    k = s["known"]
+    if k.get("answered"):
+        lines.append(
+            f"known: top1 {k['top1']:.3f} top3 {k['top3']:.3f} rules {k['rule_top1']:.3f} (n {int(k['n'])}); "
+            f"answered {int(k['answered'])}: accuracy {k['answered_accuracy']:.3f}, "
+            f"mean confidence {k['answered_mean_confidence']:.3f}, ECE {k['ece_answered']:.3f}"
+        )
+    return lines
 
 
 def write_prequential(
