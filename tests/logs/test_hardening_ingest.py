@@ -16,6 +16,7 @@ import io
 import json
 import lzma
 import os
+import random
 import subprocess
 import sys
 import tarfile
@@ -414,7 +415,7 @@ def test_random_bytes_are_never_a_log(tmp_path: Path) -> None:
     accepted = []
     for i in range(300):
         path = tmp_path / f"r{i}.log"
-        path.write_bytes(os.urandom(50_000))
+        path.write_bytes(random.Random(i).randbytes(50_000))
         try:
             read_logs(path)
             accepted.append(i)
@@ -423,10 +424,26 @@ def test_random_bytes_are_never_a_log(tmp_path: Path) -> None:
     assert accepted == []
 
 
+@pytest.mark.parametrize("method", [0, 7, 9, 255])
+def test_gzips_magic_without_deflate_is_not_taken_for_gzip(tmp_path: Path, method: int) -> None:
+    # 1f 8b begins one random file in 65,536; gzip's third byte is always 8 (deflate)
+    path = tmp_path / "r.log"
+    path.write_bytes(b"\x1f\x8b" + bytes([method]) + random.Random(method).randbytes(50_000))
+    with pytest.raises(errors.NotALogError):
+        read_logs(path)
+
+
+def test_gzips_magic_with_garbage_after_it_is_a_corrupt_archive(tmp_path: Path) -> None:
+    path = tmp_path / "r.log"
+    path.write_bytes(b"\x1f\x8b\x08" + random.Random(1).randbytes(50_000))
+    with pytest.raises(errors.ArchiveError):
+        read_logs(path)
+
+
 def test_random_member_of_a_job_is_skipped_with_a_warning(tmp_path: Path) -> None:
     (tmp_path / "job").mkdir()
     (tmp_path / "job" / "rank0.log").write_bytes(ERROR_LINE)
-    (tmp_path / "job" / "core.bin").write_bytes(os.urandom(50_000))
+    (tmp_path / "job" / "core.bin").write_bytes(random.Random(446).randbytes(50_000))
     bundle = read_logs(tmp_path / "job")
     assert bundle.ranks == [0]
     assert any("core.bin" in w and "binary" in w for w in bundle.warnings)
@@ -450,7 +467,7 @@ def test_ff_fe_is_utf16_only_when_it_decodes_as_text(tmp_path: Path) -> None:
     (tmp_path / "u16.log").write_bytes(utf16)
     assert "illegal memory access" in read_logs(tmp_path / "u16.log").text()
     for i in range(20):
-        noise = codecs.BOM_UTF16_LE + os.urandom(50_000)
+        noise = codecs.BOM_UTF16_LE + random.Random(470).randbytes(50_000)
         assert sniff_encoding(noise[:8192]) == "utf-8"
         (tmp_path / f"n{i}.log").write_bytes(noise)
         with pytest.raises(errors.NotALogError):
@@ -535,7 +552,7 @@ def test_read_stream_refuses_a_bomb_and_binary() -> None:
     with pytest.raises(errors.InputTooLargeError, match="<stdin>"):
         read_stream(io.BytesIO(_newlines_gz(1 << 30)))
     with pytest.raises(errors.NotALogError):
-        read_stream(io.BytesIO(os.urandom(50_000)))
+        read_stream(io.BytesIO(random.Random(555).randbytes(50_000)))
 
 
 _CHILD = textwrap.dedent(

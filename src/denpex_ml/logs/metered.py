@@ -27,7 +27,9 @@ from denpex_ml.logs.names import display_name
 
 __all__ = ["ReadBudget"]
 
-_GZIP_MAGIC = b"\x1f\x8b"
+#: gzip's two magic bytes and its only compression method, deflate (8, RFC 1952): two bytes
+#: alone begin one random file in 65,536, which would then be read as a corrupt archive.
+_GZIP_MAGIC = b"\x1f\x8b\x08"
 _XZ_MAGIC = b"\xfd7zXZ\x00"
 #: Most compressed bytes handed to a decompressor at once: the ratio is known to within this.
 _FEED = 1024
