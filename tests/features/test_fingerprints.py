@@ -2661,3 +2661,16 @@ def test_a_successful_nccl_call_is_not_an_error_trace() -> None:
         "node-a:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
     ):
         assert not any(h.entry_id in {"nccl-init-failure", "duplicate-gpu-assignment"} for h in _hits(line))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Command '['python', '-m', 'trainer.task']' returned non-zero exit status -9",  # Python's subprocess
+        "worker-0 terminated: exit code 137",  # a container runtime: 128 + SIGKILL
+        "Last State: Terminated  Reason: OOMKilled",  # Kubernetes
+    ],
+)
+def test_wordings_read_from_batch_cb(line: str) -> None:
+    assert "host-oom" in {h.entry_id for h in _hits(line)}
+    assert "host-oom" not in {h.entry_id for h in _hits("returned non-zero exit status 1. exit code 1370")}
