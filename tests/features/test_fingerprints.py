@@ -2674,3 +2674,8 @@ def test_a_successful_nccl_call_is_not_an_error_trace() -> None:
 def test_wordings_read_from_batch_cb(line: str) -> None:
     assert "host-oom" in {h.entry_id for h in _hits(line)}
     assert "host-oom" not in {h.entry_id for h in _hits("returned non-zero exit status 1. exit code 1370")}
+
+
+def test_a_shared_memory_warning_cut_after_its_first_letter_is_still_read() -> None:
+    assert _strongest_root_cause("node-a:12:34 [0] misc/shmutils.cc:87 NCCL W") == "nccl-shm-p2p-failure"
+    assert _strongest_root_cause("node-a:12:34 [0] misc/shmutils.cc:87 NCCL Wrote 3 bytes") != "nccl-shm-p2p-failure"
