@@ -2679,3 +2679,38 @@ def test_wordings_read_from_batch_cb(line: str) -> None:
 def test_a_shared_memory_warning_cut_after_its_first_letter_is_still_read() -> None:
     assert _strongest_root_cause("node-a:12:34 [0] misc/shmutils.cc:87 NCCL W") == "nccl-shm-p2p-failure"
     assert _strongest_root_cause("node-a:12:34 [0] misc/shmutils.cc:87 NCCL Wrote 3 bytes") != "nccl-shm-p2p-failure"
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("Exception: Skipped 50 iterations in a row due to Overflow - Exiting training.", "loss-nan-divergence"),
+        ("ERROR: Fused kernels configured but not installed. Please run `python setup.py install`", "missing-module"),
+        (
+            "what():  std::bad_alloc: CNMEM error at: /opt/rmm/cnmem_memory_resource.hpp168: CNMEM_STATUS_OUT_OF_MEMORY",
+            "cuda-oom",
+        ),
+        ("[29] include/socket.h:579 CCOM WARN Timeout waiting for RX (waited 120 sec) - retrying", "nccl-init-failure"),
+        (
+            "[31] bootstrap.cc:89 NCCL WARN Timeout waiting for incoming connection (waited 120 sec)",
+            "nccl-init-failure",
+        ),
+        (
+            'Nrt::BuildGlobalComm failed on NeuronCores 0-1(2):  nrt_status=1, message="Non specific failure".',
+            "nccl-init-failure",
+        ),
+        (
+            "RuntimeError: mesh_service.cc:370 : Failed to meet rendezvous 'test_accuracy': Trying to connect an http1.x server (14)",
+            "nccl-init-failure",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_cc(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_tensorflows_oom_hint_points_at_device_memory() -> None:
+    line = (
+        "Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom"
+    )
+    assert "cuda-oom" in {h.entry_id for h in _hits(line)}
