@@ -25,10 +25,6 @@ JOBS = sorted(p.name for p in (REPO / "data" / "reproduced" / "jobs").iterdir() 
 KNOWN_MISSES = {
     "repro-p2p-microbatch-count": "the class is right; both sending stages (ranks 0 and 2) time out at the same "
     "moment and the launcher names 2, the record 0",
-    "repro-mismatch-op": "the rank is right; the model puts subset-rank-collective-hang (0.394) a hair above "
-    "collective-mismatch (0.392): the Flight Recorder dumps show rank 2 in an all_gather where the others "
-    "all_reduce at the same SeqNum, which a collective only rank 2 calls would also show (the previous "
-    "release's model had it 0.406 / 0.390 the other way)",
 }
 #: gloo reports a size mismatch on the rank that *received* the odd message (rank 1 here);
 #: the rank whose code diverged (2) prints nothing of its own, so the log cannot name it.
