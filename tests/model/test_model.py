@@ -182,6 +182,24 @@ def test_a_confidence_map_restates_the_answer_and_its_alternatives(tiny_model_di
         load_model(shrunk_dir)
 
 
+@pytest.mark.parametrize(("a", "b"), [(0.5, -1.5), (1.5, 0.8)])  # pulls the answer down; pushes it up
+def test_a_confidence_map_keeps_the_alternatives_apart_and_in_order(tiny_model_dir: Path, a: float, b: float) -> None:
+    # an unsure answer (0.30) pulled down to ~0.13 once scaled the others up and clipped them at the
+    # answer's value: three alternatives then read 13% each, and their order was lost
+    from denpex_ml.model.diagnosis import Alternative
+
+    m = load_model(tiny_model_dir)
+    m.confidence_map = (a, b)
+    alts = [Alternative("cuda-oom", 0.30), Alternative("host-oom", 0.25), Alternative("file-not-found", 0.20)]
+    alts.append(Alternative("missing-module", 0.15))
+    new, out = m.recalibrated("cuda-oom", 0.30, alts)
+    assert out[0] == ("cuda-oom", new)
+    ps = [x.probability for x in out]
+    assert ps == sorted(ps, reverse=True) and len(set(ps)) == len(ps)  # strictly in the head's order
+    assert ps[1] / ps[2] == pytest.approx(0.25 / 0.20) and ps[2] / ps[3] == pytest.approx(0.20 / 0.15)
+    assert sum(ps) <= 1 + 1e-9
+
+
 _GLOO_SIZE = (
     "[rank1]: RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456]"
     " op.preamble.length <= op.nbytes. 8192 vs 6144. Received data size doesn't match expected size.\n"

@@ -324,17 +324,22 @@ class DenpexModel:
         self, label: str, confidence: float, alternatives: list[Alternative]
     ) -> tuple[float, list[Alternative]]:
         """An answer's confidence through :attr:`confidence_map`; when the answer is the first
-        alternative, the alternatives are rescaled with it (the answer's probability is the new
-        confidence, the others share the rest in their old proportions)."""
+        alternative, the alternatives are rescaled with it, keeping the head's order and ratios:
+        pulled down, every alternative shrinks by the answer's factor (the mass taken off is
+        doubt, not another entry's); pushed up, the others share the rest in their old
+        proportions. Either way they stay below the answer and sum to at most one."""
         a, b = self.confidence_map
         if (a, b) == (1.0, 0.0):
             return confidence, alternatives
         c = min(max(float(confidence), 1e-6), 1.0 - 1e-6)
         new = float(1.0 / (1.0 + np.exp(-(a * np.log(c / (1.0 - c)) + b))))
         if alternatives and alternatives[0].label == label and abs(alternatives[0].probability - confidence) < 1e-12:
-            scale = (1.0 - new) / max(1.0 - float(confidence), 1e-12)
+            if new <= confidence:
+                scale = new / max(float(confidence), 1e-12)
+            else:
+                scale = (1.0 - new) / max(1.0 - float(confidence), 1e-12)
             alternatives = [Alternative(label, new)] + [
-                Alternative(x.label, min(x.probability * scale, new)) for x in alternatives[1:]
+                Alternative(x.label, x.probability * scale) for x in alternatives[1:]
             ]
         return new, alternatives
 
