@@ -200,6 +200,21 @@ def test_a_confidence_map_keeps_the_alternatives_apart_and_in_order(tiny_model_d
     assert sum(ps) <= 1 + 1e-9
 
 
+def test_recalibrated_alternatives_follow_the_answer_when_its_confidence_was_renormalised(tiny_model_dir: Path) -> None:
+    # a Flight Recorder finding renormalises the answer's confidence over the entries it allows
+    # (0.43 of the head's mass -> 0.47); the rivals must still read below the stated confidence
+    from denpex_ml.model.diagnosis import Alternative
+
+    m = load_model(tiny_model_dir)
+    m.confidence_map = (0.5, -1.5)
+    alts = [Alternative("collective-mismatch", 0.43), Alternative("subset-rank-collective-hang", 0.41)]
+    alts.append(Alternative("host-work-timeout", 0.03))
+    new, out = m.recalibrated("collective-mismatch", 0.47, alts)
+    assert out[0] == ("collective-mismatch", new)
+    assert out[1].probability < new and out[2].probability < out[1].probability
+    assert out[1].probability / out[2].probability == pytest.approx(0.41 / 0.03)
+
+
 _GLOO_SIZE = (
     "[rank1]: RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456]"
     " op.preamble.length <= op.nbytes. 8192 vs 6144. Received data size doesn't match expected size.\n"

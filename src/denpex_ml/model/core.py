@@ -333,11 +333,11 @@ class DenpexModel:
             return confidence, alternatives
         c = min(max(float(confidence), 1e-6), 1.0 - 1e-6)
         new = float(1.0 / (1.0 + np.exp(-(a * np.log(c / (1.0 - c)) + b))))
-        if alternatives and alternatives[0].label == label and abs(alternatives[0].probability - confidence) < 1e-12:
-            if new <= confidence:
-                scale = new / max(float(confidence), 1e-12)
-            else:
-                scale = (1.0 - new) / max(1.0 - float(confidence), 1e-12)
+        if alternatives and alternatives[0].label == label:
+            # the answer's own entry may hold less than its confidence (renormalised over the
+            # entries a Flight Recorder finding allows): the rivals follow that entry
+            p0 = float(alternatives[0].probability)
+            scale = new / max(p0, 1e-12) if new <= p0 else (1.0 - new) / max(1.0 - p0, 1e-12)
             alternatives = [Alternative(label, new)] + [
                 Alternative(x.label, x.probability * scale) for x in alternatives[1:]
             ]
