@@ -13,6 +13,7 @@ import pytest
 from denpex_ml import Diagnosis, ModelError, classify
 from denpex_ml.errors import NotALogError
 from denpex_ml.model.core import DenpexModel, load_model
+from denpex_ml.model.diagnosis import Alternative
 from denpex_ml.model.persistence import read_model_dir
 
 OOM = "[rank0]: step 10 loss 2.0\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
@@ -186,8 +187,6 @@ def test_a_confidence_map_restates_the_answer_and_its_alternatives(tiny_model_di
 def test_a_confidence_map_keeps_the_alternatives_apart_and_in_order(tiny_model_dir: Path, a: float, b: float) -> None:
     # an unsure answer (0.30) pulled down to ~0.13 once scaled the others up and clipped them at the
     # answer's value: three alternatives then read 13% each, and their order was lost
-    from denpex_ml.model.diagnosis import Alternative
-
     m = load_model(tiny_model_dir)
     m.confidence_map = (a, b)
     alts = [Alternative("cuda-oom", 0.30), Alternative("host-oom", 0.25), Alternative("file-not-found", 0.20)]
@@ -203,8 +202,6 @@ def test_a_confidence_map_keeps_the_alternatives_apart_and_in_order(tiny_model_d
 def test_recalibrated_alternatives_follow_the_answer_when_its_confidence_was_renormalised(tiny_model_dir: Path) -> None:
     # a Flight Recorder finding renormalises the answer's confidence over the entries it allows
     # (0.43 of the head's mass -> 0.47); the rivals must still read below the stated confidence
-    from denpex_ml.model.diagnosis import Alternative
-
     m = load_model(tiny_model_dir)
     m.confidence_map = (0.5, -1.5)
     alts = [Alternative("collective-mismatch", 0.43), Alternative("subset-rank-collective-hang", 0.41)]
