@@ -314,6 +314,14 @@ def test_an_inference_engine_reporting_its_own_stall_is_a_hang() -> None:
     )
     assert _report(line).is_hang
     assert not _report("INFO [shm_broadcast.py:289] vLLM message queue communication handle: Handle(...)\n").is_hang
+    sglang = "[2026-05-26 13:36:14 TP5] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n"
+    assert _report(sglang).is_hang
+    assert not _report("[2026-05-26 13:30:02] server_args=ServerArgs(watchdog_timeout=300, tp_size=8)\n").is_hang
+
+
+def test_deepeps_barrier_timeout_is_a_hang() -> None:
+    assert _report("DeepEP Gin barrier timeout, tag: 4, scaleout: 1, scaleup: 0/8, signal: 14, target: 15\n").is_hang
+    assert not _report("DeepEP Gin barrier done, tag: 4, scaleout: 1, scaleup: 0/8\n").is_hang
 
 
 def _dump(rank: int, frames: list[tuple[str, str]]) -> str:

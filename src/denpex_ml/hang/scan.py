@@ -72,11 +72,15 @@ _DIVERGED = re.compile(
 )
 #: other hang reports: DeepEP's dispatch/combine receivers timing out, the NCCL watchdog's own frame
 _OTHER_HANG = re.compile(
-    r"DeepEP (?:dispatch|combine)\b.*\btimeout|DeepEP timeout check failed|DeepEP error: timeout|WorkNCCL::checkTimeout"
+    r"DeepEP (?:dispatch|combine)\b.*\btimeout|DeepEP timeout check failed|DeepEP error: timeout|DeepEP \w+ barrier timeout|"
+    r"WorkNCCL::checkTimeout"
 )
 #: an inference engine's own stall report: vLLM's workers found no free broadcast block for a minute
-#: because a peer stopped reading ("some processes are hanging or doing some time-consuming work")
-_ENGINE_STALL = re.compile(r"No available shared memory broadcast block found in \d+ seconds?")
+#: because a peer stopped reading ("some processes are hanging or doing some time-consuming work");
+#: SGLang's scheduler watchdog found a TP scheduler that stopped making progress
+_ENGINE_STALL = re.compile(
+    r"No available shared memory broadcast block found in \d+ seconds?|Scheduler watchdog timeout \(self\.watchdog_timeout="
+)
 #: other stacks' words for a collective or device wait that timed out, or ranks whose collectives
 #: disagree: Ascend's stream and AI-core timeouts, TensorFlow's collective executor (its abort at a
 #: dataset's "End of sequence" is every finite Keras epoch's end, not a hang, unless a ring
@@ -300,7 +304,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                 signals.update(("rank-divergence", "hang"))
             if any(h in text for h in _OTHER_STACK_HINTS) and _OTHER_STACK_HANG.search(text):
                 signals.add("hang")
-            if "broadcast block" in text and _ENGINE_STALL.search(text):
+            if ("broadcast block" in text or "watchdog_timeout" in text) and _ENGINE_STALL.search(text):
                 signals.add("hang")  # the engine says a peer has stopped reading: it hangs
             if ("DeepEP" in text or "checkTimeout" in text) and _OTHER_HANG.search(text):
                 signals.add("hang")
