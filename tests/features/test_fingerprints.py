@@ -2714,3 +2714,47 @@ def test_tensorflows_oom_hint_points_at_device_memory() -> None:
         "Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom"
     )
     assert "cuda-oom" in {h.entry_id for h in _hits(line)}
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("CUDA Exception: Warp Illegal Address", "cuda-illegal-memory-access"),  # cuda-gdb's report
+        (
+            "node-a:82431:82449 [0] transport/net_ib.cc:774 NCCL WARN NET/IB : Got completion with error 12, opcode 0,"
+            " len 32631, vendor err 129",
+            "nccl-network-error",
+        ),
+        (
+            "[0604/1024] [misc/socket.cc:586] [node-a:pid=3942408] NCCL WARN socketPollConnect poll() returned 1,"
+            " no POLLOUT events",
+            "nccl-init-failure",
+        ),
+        (
+            "[Mon Feb 2 22:52:45 2026] NVRM: Xid (PCI:0000:4c:00): 137, TLC RX interrupt hit on link 4 on GPU0: PRIV Error",
+            "nvlink-xid74-fabric-manager",
+        ),
+        (
+            "[Mon Feb 2 22:52:45 2026] nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 12028, Non-fatal, Link 62 egress"
+            " non-posted PRIV error (First)",
+            "nvlink-xid74-fabric-manager",
+        ),
+        ("finetune/finetune_qlora_single_gpu.sh: line 39: 2810536 Killed", "host-oom"),
+        ("71885 Killed                  PYTHONPATH=$PYTHONPATH:. python -m kauldron.main", "host-oom"),
+        ("RuntimeError: ncclCommInitRank failed: unhandled cuda error", "cuda-driver-mismatch"),
+        (
+            "ValueError: DeepSpeed Zero-3 is not compatible with `low_cpu_mem_usage=True` or with passing a `device_map`.",
+            "unknown",
+        ),
+    ],
+)
+def test_wordings_read_from_batches_cd_ce(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_nccls_error_trail_is_evidence_of_a_set_up_failure() -> None:
+    """NCCL's ``file:line -> 3`` trail is a failure (answered healthy on batch ce's NCCL topology bug)."""
+    trail = "node-a:5351:5359 [0] NCCL INFO transport/net.cc:111 -> 3"
+    assert [h.role.value for h in _hits(trail) if h.entry_id == "nccl-init-failure"] == ["symptom"]
+    assert "nccl-init-failure" in {h.entry_id for h in _hits("node-a:1:2 [0] NCCL INFO init.cc:840 -> 2")}
+    assert not _hits("node-a:1:2 [0] NCCL INFO Channel 00 :    0   1 -> 3")
