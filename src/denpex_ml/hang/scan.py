@@ -305,7 +305,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
             if any(h in text for h in _OTHER_STACK_HINTS) and _OTHER_STACK_HANG.search(text):
                 signals.add("hang")
             if ("broadcast block" in text or "watchdog_timeout" in text) and _ENGINE_STALL.search(text):
-                signals.add("hang")  # the engine says a peer has stopped reading: it hangs
+                signals.add("hang")  # the engine reports its own stall (a peer stopped reading, a stuck scheduler)
             if ("DeepEP" in text or "checkTimeout" in text) and _OTHER_HANG.search(text):
                 signals.add("hang")
                 if "DeepEP" in text:
