@@ -2758,3 +2758,33 @@ def test_nccls_error_trail_is_evidence_of_a_set_up_failure() -> None:
     assert [h.role.value for h in _hits(trail) if h.entry_id == "nccl-init-failure"] == ["symptom"]
     assert "nccl-init-failure" in {h.entry_id for h in _hits("node-a:1:2 [0] NCCL INFO init.cc:840 -> 2")}
     assert not _hits("node-a:1:2 [0] NCCL INFO Channel 00 :    0   1 -> 3")
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            ":0:rocdevice.cpp            :3675: 2139490044663 us:  Callback: Queue 0x7ee7b4200000 aborting with error :"
+            " HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond the largest legal"
+            " address. code: 0x29",
+            "cuda-illegal-memory-access",
+        ),
+        (
+            "Aug 26 14:08:07 node-a kernel: NVRM: API mismatch: the client has the version 367.44, but",
+            "cuda-driver-mismatch",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_cg(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_nccls_error_trail_through_its_intra_node_transports() -> None:
+    """A ``p2p.cc`` / ``shm.cc`` trail with a CUDA (1) or internal (3) error is the intra-node path
+    (batch cg's containers that NCCL took for one node); the generic trail stays a set-up symptom."""
+    trail = "[2025-03-18 21:25:59] node-a:1:92 [0] NCCL INFO transport/p2p.cc:352 -> 1"
+    assert [(h.entry_id, h.role.value) for h in _hits(trail)] == [("nccl-shm-p2p-failure", "symptom")]
+    shm = {h.entry_id for h in _hits("node-a:1:92 [0] NCCL INFO transport/shm.cc:120 -> 3")}
+    assert "nccl-shm-p2p-failure" in shm
+    net = {h.entry_id for h in _hits("node-a:1:92 [0] NCCL INFO transport/net.cc:111 -> 1")}
+    assert "nccl-shm-p2p-failure" not in net

@@ -319,6 +319,21 @@ def test_an_inference_engine_reporting_its_own_stall_is_a_hang() -> None:
     assert not _report("[2026-05-26 13:30:02] server_args=ServerArgs(watchdog_timeout=300, tp_size=8)\n").is_hang
 
 
+def test_an_engine_giving_up_on_its_workers_is_a_hang() -> None:
+    v0 = "ERROR 12-09 05:28:10 async_llm_engine.py:886] Engine iteration timed out. This should never happen!\n"
+    assert _report(v0).is_hang
+    v1 = "(EngineCore_DP0 pid=88) ERROR 03-02 10:11:12 [core.py:710] TimeoutError: RPC call to sample_tokens timed out.\n"
+    assert _report(v1).is_hang
+    loading = (
+        "[2026-02-11 08:01:09 TP0] TP rank 0 could finish the model loading, but there are other ranks that"
+        " didn't finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow node.\n"
+    )
+    assert _report(loading).is_hang
+    idle = "INFO 12-09 05:27:49 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Running: 0 reqs\n"
+    assert not _report(idle).is_hang
+    assert not _report("[2026-02-11 07:58:01 TP0] Load weight end. type=Qwen3ForCausalLM, avail mem=41.2 GB\n").is_hang
+
+
 def test_deepeps_barrier_timeout_is_a_hang() -> None:
     assert _report("DeepEP Gin barrier timeout, tag: 4, scaleout: 1, scaleup: 0/8, signal: 14, target: 15\n").is_hang
     assert not _report("DeepEP Gin barrier done, tag: 4, scaleout: 1, scaleup: 0/8\n").is_hang

@@ -76,11 +76,16 @@ _OTHER_HANG = re.compile(
     r"WorkNCCL::checkTimeout"
 )
 #: an inference engine's own stall report: vLLM's workers found no free broadcast block for a minute
-#: because a peer stopped reading ("some processes are hanging or doing some time-consuming work");
-#: SGLang's scheduler watchdog found a TP scheduler that stopped making progress
+#: because a peer stopped reading ("some processes are hanging or doing some time-consuming work"),
+#: vLLM's engine loop gave up on an iteration (V0) or on a call to its workers (V1's RPC timeout);
+#: SGLang's scheduler watchdog found a TP scheduler that stopped making progress, or a rank finished
+#: loading weights and waited in vain for the others
 _ENGINE_STALL = re.compile(
-    r"No available shared memory broadcast block found in \d+ seconds?|Scheduler watchdog timeout \(self\.watchdog_timeout="
+    r"No available shared memory broadcast block found in \d+ seconds?|Scheduler watchdog timeout \(self\.watchdog_timeout=|"
+    r"Engine iteration timed out|RPC call to \w+ timed out|"
+    r"could finish the model loading, but there are other ranks that didn't finish loading"
 )
+_ENGINE_STALL_HINTS = ("broadcast block", "watchdog_timeout", "iteration timed out", "RPC call", "finish loading")
 #: other stacks' words for a collective or device wait that timed out, or ranks whose collectives
 #: disagree: Ascend's stream and AI-core timeouts, TensorFlow's collective executor (its abort at a
 #: dataset's "End of sequence" is every finite Keras epoch's end, not a hang, unless a ring
@@ -304,7 +309,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                 signals.update(("rank-divergence", "hang"))
             if any(h in text for h in _OTHER_STACK_HINTS) and _OTHER_STACK_HANG.search(text):
                 signals.add("hang")
-            if ("broadcast block" in text or "watchdog_timeout" in text) and _ENGINE_STALL.search(text):
+            if any(h in text for h in _ENGINE_STALL_HINTS) and _ENGINE_STALL.search(text):
                 signals.add("hang")  # the engine reports its own stall (a peer stopped reading, a stuck scheduler)
             if ("DeepEP" in text or "checkTimeout" in text) and _OTHER_HANG.search(text):
                 signals.add("hang")
