@@ -80,6 +80,34 @@ _DESYNC = Artefact(
     "TORCH_NCCL_DESYNC_DEBUG=1 (with a shorter timeout: init_process_group(timeout=timedelta(minutes=5)))",
     "names the lagging ranks that did not join the collective",
 )
+#: an inference engine's workers wait on the engine's own NCCL communicator, custom all-reduce and
+#: shared-memory queues, which PyTorch's Flight Recorder and desync report do not record: the
+#: artefacts that reach them are the workers' stacks, the engine's own debug log and an isolating rerun
+_ENGINE_PY_SPY = Artefact(
+    "stacks of the engine's processes while it hangs",
+    "py-spy dump --pid <PID> for the engine core / scheduler and every worker process "
+    "(pgrep -f 'vllm|sglang'; py-spy dump --native shows a rank parked in an NCCL kernel)",
+    "the worker that is not in the same collective or queue read as the others is the one they wait for",
+)
+_ENGINE_LOGS = {
+    "vllm": Artefact(
+        "vLLM's debug log",
+        "VLLM_LOGGING_LEVEL=DEBUG NCCL_DEBUG=TRACE (VLLM_TRACE_FUNCTION=1 records every call: only for a "
+        "short reproduction, it slows start-up a lot)",
+        "names the last call each worker entered and separates an NCCL stall from host work in the engine loop",
+    ),
+    "sglang": Artefact(
+        "SGLang's and NCCL's debug log",
+        "--log-level debug, NCCL_DEBUG=INFO (and a longer --watchdog-timeout while reproducing)",
+        "shows which TP scheduler stopped making progress and whether NCCL reported an error first",
+    ),
+}
+_ENGINE_ISOLATE = Artefact(
+    "an isolating rerun",
+    "--disable-custom-all-reduce (the engine's own all-reduce over P2P), then CUDA graphs off "
+    "(vLLM --enforce-eager, SGLang --disable-cuda-graph); NCCL_P2P_DISABLE=1 as a last check",
+    "a hang that goes away names the path: custom all-reduce, graph capture, or intra-node P2P",
+)
 _NCCL = Artefact(
     "NCCL's own log",
     "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL (and dmesg -T / journalctl -k on the nodes)",
@@ -124,6 +152,8 @@ def advise(
                 tell.append(f"{lab} vs {rel.id}: {rel.note}")
     collect: list[Artefact] = []
     sig = report.signals
+    if report.engine is not None:
+        return HangAdvice(tuple(competing), tuple(tell), _engine_artefacts(report.engine, ids))
     if report.flight_recorder is None:
         collect.append(_FLIGHT_RECORDER)
     if "signal:frames" not in sig:
@@ -140,3 +170,15 @@ def advise(
     if ids & TRANSPORT_IDS:
         collect.append(_NCCL)
     return HangAdvice(tuple(competing), tuple(tell), tuple(collect))
+
+
+def _engine_artefacts(engine: str, ids: set[str]) -> tuple[Artefact, ...]:
+    """What to collect from a serving engine's hang: the processes' stacks, the engine's debug
+    log, an isolating rerun, and NCCL's log when a transport entry competes."""
+    out = [_ENGINE_PY_SPY]
+    if engine in _ENGINE_LOGS:
+        out.append(_ENGINE_LOGS[engine])
+    out.append(_ENGINE_ISOLATE)
+    if ids & TRANSPORT_IDS:
+        out.append(_NCCL)
+    return tuple(out)

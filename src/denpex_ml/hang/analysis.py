@@ -94,6 +94,7 @@ HANG_FEATURE_NAMES: tuple[str, ...] = (
 )
 
 _MAX_RANKS_REPORTED = 64
+_ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,10 @@ class HangReport:
         The named signals found (:data:`SIGNALS` and ``phase:<phase>``).
     flight_recorder:
         The Flight Recorder analysis as a dict, when dumps were part of the job.
+    engine:
+        The serving engine (``vllm``, ``sglang``) whose own stall report shows the hang: its
+        workers wait on the engine's own communicators and queues, which the next artefacts to
+        collect must reach (:mod:`~denpex_ml.hang.advice`); ``None`` for a training job's hang.
     """
 
     is_hang: bool
@@ -158,6 +163,7 @@ class HangReport:
     absent: tuple[int, ...] = ()
     signals: frozenset[str] = field(default_factory=frozenset)
     flight_recorder: dict[str, Any] | None = None
+    engine: str | None = None
 
     @property
     def vector(self) -> np.ndarray:
@@ -176,6 +182,7 @@ class HangReport:
             "signals": sorted(self.signals),
             "ranks": [r.to_dict() for r in self.ranks],
             "flight_recorder": self.flight_recorder,
+            "engine": self.engine,
         }
 
     def summary_lines(self, max_ranks: int = 6) -> list[str]:
@@ -183,6 +190,8 @@ class HangReport:
         if not self.is_hang:
             return []
         out = [f"Hang in phase {self.phase.value}" + (f", stuck in {self.stuck}" if self.stuck else "")]
+        if self.engine:
+            out[0] += f" (reported by {_ENGINE_NAMES.get(self.engine, self.engine)}'s own stall check)"
         if self.suspects:
             out.append(
                 f"  the others wait for rank(s) {', '.join(map(str, self.suspects[:8]))}: "
@@ -269,6 +278,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         flight_recorder=flight_recorder.to_dict()
         if flight_recorder is not None and hasattr(flight_recorder, "to_dict")
         else None,
+        engine=scan.engine,
     )
 
 

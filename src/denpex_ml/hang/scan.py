@@ -86,6 +86,8 @@ _ENGINE_STALL = re.compile(
     r"could finish the model loading, but there are other ranks that didn't finish loading"
 )
 _ENGINE_STALL_HINTS = ("broadcast block", "watchdog_timeout", "iteration timed out", "RPC call", "finish loading")
+#: SGLang's wordings among them (the others are vLLM's)
+_SGLANG_STALL = ("watchdog_timeout", "finish loading")
 #: other stacks' words for a collective or device wait that timed out, or ranks whose collectives
 #: disagree: Ascend's stream and AI-core timeouts, TensorFlow's collective executor (its abort at a
 #: dataset's "End of sequence" is every finite Keras epoch's end, not a hang, unless a ring
@@ -176,6 +178,7 @@ class StreamScan:
     world: int  #: the largest world size a line states (0: none)
     size_mismatch: bool  #: a transport saw a message of another size than the posted buffer
     global_frames: tuple[Frame, ...]  #: frames of the streams that are no rank's
+    engine: str | None = None  #: the serving engine whose own stall report shows the hang (vllm, sglang)
 
 
 def _stall_ranks_differ(bundle: LogBundle) -> bool:
@@ -221,6 +224,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
     world = 0
     size_mismatch = False  # a transport saw a message of another size than the posted buffer
     global_frames: list[Frame] = []
+    engine: str | None = None
     for key, stream in bundle.streams.items():
         f = facts.setdefault(key, RankFacts())
         frame_lines: list[str] = []
@@ -310,6 +314,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
             if any(h in text for h in _OTHER_STACK_HINTS) and _OTHER_STACK_HANG.search(text):
                 signals.add("hang")
             if any(h in text for h in _ENGINE_STALL_HINTS) and _ENGINE_STALL.search(text):
+                engine = engine or ("sglang" if any(h in text for h in _SGLANG_STALL) else "vllm")
                 signals.add("hang")  # the engine reports its own stall (a peer stopped reading, a stuck scheduler)
             if ("DeepEP" in text or "checkTimeout" in text) and _OTHER_HANG.search(text):
                 signals.add("hang")
@@ -356,6 +361,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
         world=world,
         size_mismatch=size_mismatch,
         global_frames=tuple(global_frames),
+        engine=engine,
     )
 
 

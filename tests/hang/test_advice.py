@@ -1,0 +1,60 @@
+"""What the diagnosis says to collect next when the log cannot separate the hang classes."""
+
+from __future__ import annotations
+
+from denpex_ml.features.structure import analyse_structure
+from denpex_ml.hang.advice import advise
+from denpex_ml.hang.analysis import HangReport, analyse_hang
+from denpex_ml.logs import read_logs
+from denpex_ml.taxonomy import load_taxonomy
+
+RIVALS = [("host-work-timeout", 0.41), ("subset-rank-collective-hang", 0.37), ("cuda-oom", 0.05)]
+
+
+def _report(text: str) -> HangReport:
+    b = read_logs(text=text)
+    return analyse_hang(b, analyse_structure(b))
+
+
+def _names(text: str) -> list[str]:
+    advice = advise(RIVALS, _report(text), load_taxonomy())
+    assert advice is not None
+    return [a.name for a in advice.collect]
+
+
+def test_a_training_hang_asks_for_pytorchs_own_artefacts() -> None:
+    wd = (
+        "[rank{r}]:[E1201 10:00:00.0 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600042 "
+        "milliseconds before timing out."
+    )
+    report = _report("\n".join(wd.format(r=r) for r in range(1, 4)))
+    assert report.is_hang and report.engine is None
+    names = _names("\n".join(wd.format(r=r) for r in range(1, 4)))
+    assert names[0] == "Flight Recorder dumps of every rank"
+    assert "the desync report" in names
+
+
+def test_an_engines_own_stall_asks_for_the_engines_artefacts() -> None:
+    """vLLM's workers wait on vLLM's own communicator and queues: Flight Recorder and the desync
+    report see none of that, the workers' stacks and vLLM's debug log do."""
+    vllm = (
+        "(EngineCore_DP0 pid=1454) INFO 05-28 14:45:27 [shm_broadcast.py:681] No available shared memory"
+        " broadcast block found in 60 seconds. This typically happens when some processes are hanging.\n"
+    )
+    report = _report(vllm)
+    assert report.engine == "vllm" and report.to_dict()["engine"] == "vllm"
+    assert "vLLM" in report.summary_lines()[0]
+    names = _names(vllm)
+    assert "Flight Recorder dumps of every rank" not in names and "the desync report" not in names
+    assert names[:2] == ["stacks of the engine's processes while it hangs", "vLLM's debug log"]
+    sglang = "[2026-05-26 13:36:14 TP5] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n"
+    assert _report(sglang).engine == "sglang"
+    assert "SGLang's and NCCL's debug log" in _names(sglang)
+
+
+def test_no_advice_without_a_hang_or_for_a_confident_answer() -> None:
+    taxonomy = load_taxonomy()
+    assert advise(RIVALS, _report("torch.OutOfMemoryError: CUDA out of memory.\n"), taxonomy) is None
+    vllm = "ERROR 12-09 05:28:10 async_llm_engine.py:886] Engine iteration timed out. This should never happen!\n"
+    assert advise([("host-work-timeout", 0.9), ("cuda-oom", 0.02)], _report(vllm), taxonomy) is None
