@@ -29,7 +29,7 @@ def test_a_training_hang_asks_for_pytorchs_own_artefacts() -> None:
         "milliseconds before timing out."
     )
     report = _report("\n".join(wd.format(r=r) for r in range(1, 4)))
-    assert report.is_hang and report.engine is None
+    assert report.is_hang and report.reported_by is None
     names = _names("\n".join(wd.format(r=r) for r in range(1, 4)))
     assert names[0] == "Flight Recorder dumps of every rank"
     assert "the desync report" in names
@@ -43,14 +43,30 @@ def test_an_engines_own_stall_asks_for_the_engines_artefacts() -> None:
         " broadcast block found in 60 seconds. This typically happens when some processes are hanging.\n"
     )
     report = _report(vllm)
-    assert report.engine == "vllm" and report.to_dict()["engine"] == "vllm"
+    assert report.reported_by == "vllm" and report.to_dict()["reported_by"] == "vllm"
     assert "vLLM" in report.summary_lines()[0]
     names = _names(vllm)
     assert "Flight Recorder dumps of every rank" not in names and "the desync report" not in names
     assert names[:2] == ["stacks of the engine's processes while it hangs", "vLLM's debug log"]
     sglang = "[2026-05-26 13:36:14 TP5] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n"
-    assert _report(sglang).engine == "sglang"
+    assert _report(sglang).reported_by == "sglang"
     assert "SGLang's and NCCL's debug log" in _names(sglang)
+
+
+def test_horovods_stall_inspector_asks_for_horovods_own_artefacts() -> None:
+    stall = (
+        "[2019-08-01 10:00:00.000000: W horovod/common/stall_inspector.cc:105] One or more tensors were"
+        " submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder"
+        " of ranks for more than 60 seconds. This may indicate that different ranks are trying to submit"
+        " different tensors or that only subset of ranks is submitting tensors, which will cause deadlock.\n"
+        "Stalled ranks:\n"
+        "0: [DistributedAdamOptimizer_Allreduce/HorovodAllreduce_gradients_0]\n"
+    )
+    report = _report(stall)
+    assert report.is_hang and report.reported_by == "horovod"
+    names = _names(stall)
+    assert names[:2] == ["Horovod's timeline", "the stall inspector, sooner and fatal"]
+    assert "Flight Recorder dumps of every rank" not in names
 
 
 def test_no_advice_without_a_hang_or_for_a_confident_answer() -> None:

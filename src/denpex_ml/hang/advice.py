@@ -108,6 +108,18 @@ _ENGINE_ISOLATE = Artefact(
     "(vLLM --enforce-eager, SGLang --disable-cuda-graph); NCCL_P2P_DISABLE=1 as a last check",
     "a hang that goes away names the path: custom all-reduce, graph capture, or intra-node P2P",
 )
+#: Horovod's ranks negotiate every tensor with its coordinator, outside PyTorch's process groups:
+#: its own timeline and stall inspector say which rank never submitted which tensor
+_HOROVOD_TIMELINE = Artefact(
+    "Horovod's timeline",
+    "HOROVOD_TIMELINE=/shared/horovod_timeline.json (open it in chrome://tracing or Perfetto)",
+    "each tensor's negotiation per rank: the rank that never submitted a tensor, or submitted another",
+)
+_HOROVOD_STALL = Artefact(
+    "the stall inspector, sooner and fatal",
+    "HOROVOD_STALL_CHECK_TIME_SECONDS=60 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=600",
+    "lists the stalled tensors and missing ranks within a minute, then stops the job instead of letting it hang",
+)
 _NCCL = Artefact(
     "NCCL's own log",
     "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL (and dmesg -T / journalctl -k on the nodes)",
@@ -152,8 +164,8 @@ def advise(
                 tell.append(f"{lab} vs {rel.id}: {rel.note}")
     collect: list[Artefact] = []
     sig = report.signals
-    if report.engine is not None:
-        return HangAdvice(tuple(competing), tuple(tell), _engine_artefacts(report.engine, ids))
+    if report.reported_by is not None:
+        return HangAdvice(tuple(competing), tuple(tell), _own_stall_artefacts(report, ids))
     if report.flight_recorder is None:
         collect.append(_FLIGHT_RECORDER)
     if "signal:frames" not in sig:
@@ -172,13 +184,21 @@ def advise(
     return HangAdvice(tuple(competing), tuple(tell), tuple(collect))
 
 
-def _engine_artefacts(engine: str, ids: set[str]) -> tuple[Artefact, ...]:
-    """What to collect from a serving engine's hang: the processes' stacks, the engine's debug
-    log, an isolating rerun, and NCCL's log when a transport entry competes."""
-    out = [_ENGINE_PY_SPY]
-    if engine in _ENGINE_LOGS:
-        out.append(_ENGINE_LOGS[engine])
-    out.append(_ENGINE_ISOLATE)
+def _own_stall_artefacts(report: HangReport, ids: set[str]) -> tuple[Artefact, ...]:
+    """What to collect when a serving engine or Horovod reported the stall (PyTorch's Flight
+    Recorder and desync report do not see their collectives): for an engine the processes'
+    stacks, its debug log and an isolating rerun; for Horovod its timeline, an earlier and fatal
+    stall check and the ranks' stacks; NCCL's log when a transport entry competes."""
+    out: list[Artefact]
+    if report.reported_by == "horovod":
+        out = [_HOROVOD_TIMELINE, _HOROVOD_STALL]
+        if "signal:frames" not in report.signals:
+            out.append(_PY_SPY)
+    else:
+        out = [_ENGINE_PY_SPY]
+        if report.reported_by in _ENGINE_LOGS:
+            out.append(_ENGINE_LOGS[report.reported_by])
+        out.append(_ENGINE_ISOLATE)
     if ids & TRANSPORT_IDS:
         out.append(_NCCL)
     return tuple(out)

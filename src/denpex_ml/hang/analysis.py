@@ -94,7 +94,7 @@ HANG_FEATURE_NAMES: tuple[str, ...] = (
 )
 
 _MAX_RANKS_REPORTED = 64
-_ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+_REPORTERS = {"vllm": "vLLM", "sglang": "SGLang", "horovod": "Horovod"}
 
 
 @dataclass(frozen=True)
@@ -147,10 +147,12 @@ class HangReport:
         The named signals found (:data:`SIGNALS` and ``phase:<phase>``).
     flight_recorder:
         The Flight Recorder analysis as a dict, when dumps were part of the job.
-    engine:
-        The serving engine (``vllm``, ``sglang``) whose own stall report shows the hang: its
-        workers wait on the engine's own communicators and queues, which the next artefacts to
-        collect must reach (:mod:`~denpex_ml.hang.advice`); ``None`` for a training job's hang.
+    reported_by:
+        Whose own stall check reported the hang: a serving engine (``vllm``, ``sglang``), whose
+        workers wait on the engine's own communicators and queues, or Horovod's stall inspector
+        (``horovod``), whose ranks negotiate tensors outside PyTorch's process groups. The next
+        artefacts to collect must reach those (:mod:`~denpex_ml.hang.advice`); ``None`` when the
+        report is PyTorch's own (or no stall report names its maker).
     """
 
     is_hang: bool
@@ -163,7 +165,7 @@ class HangReport:
     absent: tuple[int, ...] = ()
     signals: frozenset[str] = field(default_factory=frozenset)
     flight_recorder: dict[str, Any] | None = None
-    engine: str | None = None
+    reported_by: str | None = None
 
     @property
     def vector(self) -> np.ndarray:
@@ -182,7 +184,7 @@ class HangReport:
             "signals": sorted(self.signals),
             "ranks": [r.to_dict() for r in self.ranks],
             "flight_recorder": self.flight_recorder,
-            "engine": self.engine,
+            "reported_by": self.reported_by,
         }
 
     def summary_lines(self, max_ranks: int = 6) -> list[str]:
@@ -190,8 +192,8 @@ class HangReport:
         if not self.is_hang:
             return []
         out = [f"Hang in phase {self.phase.value}" + (f", stuck in {self.stuck}" if self.stuck else "")]
-        if self.engine:
-            out[0] += f" (reported by {_ENGINE_NAMES.get(self.engine, self.engine)}'s own stall check)"
+        if self.reported_by:
+            out[0] += f" (reported by {_REPORTERS.get(self.reported_by, self.reported_by)}'s own stall check)"
         if self.suspects:
             out.append(
                 f"  the others wait for rank(s) {', '.join(map(str, self.suspects[:8]))}: "
@@ -278,7 +280,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         flight_recorder=flight_recorder.to_dict()
         if flight_recorder is not None and hasattr(flight_recorder, "to_dict")
         else None,
-        engine=scan.engine,
+        reported_by=scan.reported_by,
     )
 
 

@@ -178,7 +178,7 @@ class StreamScan:
     world: int  #: the largest world size a line states (0: none)
     size_mismatch: bool  #: a transport saw a message of another size than the posted buffer
     global_frames: tuple[Frame, ...]  #: frames of the streams that are no rank's
-    engine: str | None = None  #: the serving engine whose own stall report shows the hang (vllm, sglang)
+    reported_by: str | None = None  #: whose own stall check reported the hang (vllm, sglang, horovod)
 
 
 def _stall_ranks_differ(bundle: LogBundle) -> bool:
@@ -224,7 +224,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
     world = 0
     size_mismatch = False  # a transport saw a message of another size than the posted buffer
     global_frames: list[Frame] = []
-    engine: str | None = None
+    reported_by: str | None = None
     for key, stream in bundle.streams.items():
         f = facts.setdefault(key, RankFacts())
         frame_lines: list[str] = []
@@ -305,6 +305,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                     size_mismatch = True
             if "ready ranks:" in text or "Stalled ops" in text or "by subset of ranks" in text:
                 signals.add("hang")  # Horovod's stall inspector: ranks wait for the rest
+                reported_by = reported_by or "horovod"
             elif "Horovod has been shut down" in text:
                 signals.add("hang")  # a rank left while the others still issued collectives
             if (
@@ -314,7 +315,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
             if any(h in text for h in _OTHER_STACK_HINTS) and _OTHER_STACK_HANG.search(text):
                 signals.add("hang")
             if any(h in text for h in _ENGINE_STALL_HINTS) and _ENGINE_STALL.search(text):
-                engine = engine or ("sglang" if any(h in text for h in _SGLANG_STALL) else "vllm")
+                reported_by = reported_by or ("sglang" if any(h in text for h in _SGLANG_STALL) else "vllm")
                 signals.add("hang")  # the engine reports its own stall (a peer stopped reading, a stuck scheduler)
             if ("DeepEP" in text or "checkTimeout" in text) and _OTHER_HANG.search(text):
                 signals.add("hang")
@@ -361,7 +362,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
         world=world,
         size_mismatch=size_mismatch,
         global_frames=tuple(global_frames),
-        engine=engine,
+        reported_by=reported_by,
     )
 
 
