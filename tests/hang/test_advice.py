@@ -69,6 +69,20 @@ def test_horovods_stall_inspector_asks_for_horovods_own_artefacts() -> None:
     assert "Flight Recorder dumps of every rank" not in names
 
 
+def test_deepeps_timeout_asks_to_narrow_the_exchange() -> None:
+    """A DeepEP dispatch/combine timeout lies outside NCCL: the next step narrows it to one
+    exchange at one scale and tries the general-purpose all-to-all (the seed's own checklist)."""
+    line = "DeepEP error: timeout (dispatch CPU)\n"
+    report = _report(line)
+    assert report.is_hang and report.reported_by == "deepep"
+    names = _names(line)
+    assert names[:2] == [
+        "the same steps on a smaller expert-parallel domain",
+        "the general-purpose all-to-all in place of DeepEP",
+    ]
+    assert "Flight Recorder dumps of every rank" not in names
+
+
 def test_no_advice_without_a_hang_or_for_a_confident_answer() -> None:
     taxonomy = load_taxonomy()
     assert advise(RIVALS, _report("torch.OutOfMemoryError: CUDA out of memory.\n"), taxonomy) is None

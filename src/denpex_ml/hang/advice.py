@@ -120,6 +120,20 @@ _HOROVOD_STALL = Artefact(
     "HOROVOD_STALL_CHECK_TIME_SECONDS=60 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=600",
     "lists the stalled tensors and missing ranks within a minute, then stops the job instead of letting it hang",
 )
+#: DeepEP's dispatch/combine kernels move tokens over NVLink and RDMA themselves (NVSHMEM), outside
+#: NCCL: the artefacts are the ones that narrow a stall inside them to one exchange at one scale
+_DEEPEP_SCALE = Artefact(
+    "the same steps on a smaller expert-parallel domain",
+    "rerun the same data with half the expert-parallel size (--expert-model-parallel-size, --ep-size) "
+    "or half the nodes of the NVLink domain; note whether dispatch or combine timed out",
+    "completing there and stalling at full scale points at the number of concurrent peer exchanges",
+)
+_DEEPEP_FALLBACK = Artefact(
+    "the general-purpose all-to-all in place of DeepEP",
+    "Megatron: --moe-token-dispatcher-type alltoall instead of flex with --moe-enable-deepep; SGLang: "
+    "--moe-a2a-backend none instead of deepep (older releases: without --enable-deepep-moe)",
+    "a stall that goes away lies in the low-latency dispatch/combine kernels, not in the routing",
+)
 _NCCL = Artefact(
     "NCCL's own log",
     "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL (and dmesg -T / journalctl -k on the nodes)",
@@ -185,13 +199,18 @@ def advise(
 
 
 def _own_stall_artefacts(report: HangReport, ids: set[str]) -> tuple[Artefact, ...]:
-    """What to collect when a serving engine or Horovod reported the stall (PyTorch's Flight
-    Recorder and desync report do not see their collectives): for an engine the processes'
+    """What to collect when a serving engine, Horovod or DeepEP reported the stall (PyTorch's
+    Flight Recorder and desync report do not see their collectives): for an engine the processes'
     stacks, its debug log and an isolating rerun; for Horovod its timeline, an earlier and fatal
-    stall check and the ranks' stacks; NCCL's log when a transport entry competes."""
+    stall check and the ranks' stacks; for DeepEP a smaller expert-parallel domain and the
+    general-purpose all-to-all in its place; NCCL's log when a transport entry competes."""
     out: list[Artefact]
     if report.reported_by == "horovod":
         out = [_HOROVOD_TIMELINE, _HOROVOD_STALL]
+        if "signal:frames" not in report.signals:
+            out.append(_PY_SPY)
+    elif report.reported_by == "deepep":
+        out = [_DEEPEP_SCALE, _DEEPEP_FALLBACK]
         if "signal:frames" not in report.signals:
             out.append(_PY_SPY)
     else:

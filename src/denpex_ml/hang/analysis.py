@@ -94,7 +94,7 @@ HANG_FEATURE_NAMES: tuple[str, ...] = (
 )
 
 _MAX_RANKS_REPORTED = 64
-_REPORTERS = {"vllm": "vLLM", "sglang": "SGLang", "horovod": "Horovod"}
+_REPORTERS = {"vllm": "vLLM", "sglang": "SGLang", "horovod": "Horovod", "deepep": "DeepEP"}
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,9 @@ class HangReport:
         The Flight Recorder analysis as a dict, when dumps were part of the job.
     reported_by:
         Whose own stall check reported the hang: a serving engine (``vllm``, ``sglang``), whose
-        workers wait on the engine's own communicators and queues, or Horovod's stall inspector
-        (``horovod``), whose ranks negotiate tensors outside PyTorch's process groups. The next
+        workers wait on the engine's own communicators and queues, Horovod's stall inspector
+        (``horovod``), whose ranks negotiate tensors outside PyTorch's process groups, or DeepEP's
+        dispatch/combine timeouts (``deepep``), kernels outside NCCL altogether. The next
         artefacts to collect must reach those (:mod:`~denpex_ml.hang.advice`); ``None`` when the
         report is PyTorch's own (or no stall report names its maker).
     """

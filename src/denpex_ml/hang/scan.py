@@ -178,7 +178,7 @@ class StreamScan:
     world: int  #: the largest world size a line states (0: none)
     size_mismatch: bool  #: a transport saw a message of another size than the posted buffer
     global_frames: tuple[Frame, ...]  #: frames of the streams that are no rank's
-    reported_by: str | None = None  #: whose own stall check reported the hang (vllm, sglang, horovod)
+    reported_by: str | None = None  #: whose own stall check reported the hang (vllm, sglang, horovod, deepep)
 
 
 def _stall_ranks_differ(bundle: LogBundle) -> bool:
@@ -321,6 +321,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                 signals.add("hang")
                 if "DeepEP" in text:
                     signals.update(("alltoall", "moe"))
+                    reported_by = reported_by or "deepep"
             if "monitoredBarrier" in text:
                 mb = _MONITORED.search(text)
                 if mb:  # torch's monitored_barrier names the ranks that never arrived
