@@ -334,6 +334,36 @@ def test_an_engine_giving_up_on_its_workers_is_a_hang() -> None:
     assert not _report("[2026-02-11 07:58:01 TP0] Load weight end. type=Qwen3ForCausalLM, avail mem=41.2 GB\n").is_hang
 
 
+def test_other_stacks_cross_rank_checks_are_divergence_reports() -> None:
+    """JAX's, TensorFlow's, Accelerate's and Horovod's own checks that the ranks called different
+    collectives are reports of divergence (a hang's cause the ranks state), not a crash's error."""
+    reports = [
+        "AssertionError: sync_global_devices name mismatch ('starting_save_checkpoint') Expected: 1127039785; got: -12\n",
+        "Device /job:localhost/replica:0/task:0/device:GPU:1 is joining a group with size 2, but that group has size 3"
+        " (group_key=1)\n",
+        "[rank0]: accelerate.utils.operations.DistributedOperationException: Cannot apply desired operation due to shape"
+        " mismatches. All shapes across devices must be valid.\n",
+        "[1,2]<stderr>:tensorflow.python.framework.errors_impl.FailedPreconditionError: Mismatched ALLREDUCE CPU/GPU"
+        " device selection: One rank specified device GPU, but another rank specified device CPU.\n",
+    ]
+    for text in reports:
+        r = _report(text)
+        assert r.is_hang and "signal:rank-divergence" in r.signals, text
+    assert not _report("ValueError: Mismatched keys in the state dict\n").is_hang
+    assert not _report("RuntimeError: shape mismatch: value tensor of shape [8] cannot be broadcast\n").is_hang
+
+
+def test_a_collectives_own_timeout_in_older_words_is_a_hang() -> None:
+    blocking = "Timeout: A call to 'allGather' has taken over 300.000000 seconds. Terminating the distributed job.\n"
+    assert _report(blocking).is_hang
+    nccl = (
+        "[0] init.cc:1256 NCCL WARN Your program may be hanging, this may be caused by a collective mismatch around"
+        " rank 1. Please check your collective calls at and around this rank.\n"
+    )
+    assert _report(nccl).is_hang
+    assert not _report("Step 1200 has taken over 2.5 seconds longer than the median step\n").is_hang
+
+
 def test_deepeps_barrier_timeout_is_a_hang() -> None:
     assert _report("DeepEP Gin barrier timeout, tag: 4, scaleout: 1, scaleup: 0/8, signal: 14, target: 15\n").is_hang
     assert not _report("DeepEP Gin barrier done, tag: 4, scaleout: 1, scaleup: 0/8\n").is_hang

@@ -65,11 +65,23 @@ _WATCHDOG = re.compile(
     r"Watchdog caught|[Hh]eartbeat monitor timed out|collective operation timeout"
 )
 #: a framework's own cross-rank consistency check failed: the ranks built or run different things
-#: (DDP's model check, DeepSpeed's ZeRO-3 trace check, TensorFlow's collective shape check, fairseq)
+#: (DDP's model check, DeepSpeed's ZeRO-3 trace check, TensorFlow's collective shape check and its
+#: group-size check, fairseq, JAX's ``sync_global_devices`` name check, Accelerate's debug-mode
+#: shape check before a collective, Horovod's coordinator finding ranks that submitted different
+#: ops, shapes, types or devices under one tensor name)
 _DIVERGED = re.compile(
     r"DDP expects same model across all ranks|[Dd]isagreement (?:on list length )?between rank ?\d+ and rank ?\d+|"
-    r"Collective ops is aborted by: Shape mismatch|all_gather_list requires all workers to enter"
+    r"Collective ops is aborted by: Shape mismatch|all_gather_list requires all workers to enter|"
+    r"sync_global_devices name mismatch|is joining a group with size \d+, but that group has size \d+|"
+    r"Cannot apply desired operation due to shape mismatches|Mismatched [^:]{1,60}: One rank"
 )
+_DIVERGED_HINTS: tuple[str, ...] = ("isagreement", "same model", "Collective ops", "all_gather_list")
+_DIVERGED_HINTS += ("name mismatch", "joining a group", "shape mismatches", "Mismatched")
+#: a collective's own timeout in other words: the blocking wait of an older c10d ("A call to
+#: 'allGather' has taken over 300 seconds. Terminating the distributed job."), NCCL's warning that
+#: the program may be hanging around a rank
+_BLOCKING_TIMEOUT = re.compile(r"A call to '\w+' has taken over [\d.]+ seconds|NCCL WARN Your program may be hanging")
+_BLOCKING_HINTS = ("has taken over", "may be hanging")
 #: other hang reports: DeepEP's dispatch/combine receivers timing out, the NCCL watchdog's own frame
 _OTHER_HANG = re.compile(
     r"DeepEP (?:dispatch|combine)\b.*\btimeout|DeepEP timeout check failed|DeepEP error: timeout|DeepEP \w+ barrier timeout|"
@@ -260,6 +272,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                 and "DeepEP" not in text
                 and "checkTimeout" not in text
                 and "broadcast block" not in text
+                and "joining a group" not in text
             ):
                 continue
             if "nranks" in text or "orld" in text:
@@ -308,10 +321,11 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                 reported_by = reported_by or "horovod"
             elif "Horovod has been shut down" in text:
                 signals.add("hang")  # a rank left while the others still issued collectives
-            if (
-                "isagreement" in text or "same model" in text or "Collective ops" in text or "all_gather_list" in text
-            ) and (_DIVERGED.search(text)):
+            if any(h in text for h in _DIVERGED_HINTS) and _DIVERGED.search(text):
                 signals.update(("rank-divergence", "hang"))
+            if any(h in text for h in _BLOCKING_HINTS) and _BLOCKING_TIMEOUT.search(text):
+                signals.add("hang")
+                f.timed_out = True
             if any(h in text for h in _OTHER_STACK_HINTS) and _OTHER_STACK_HANG.search(text):
                 signals.add("hang")
             if any(h in text for h in _ENGINE_STALL_HINTS) and _ENGINE_STALL.search(text):
