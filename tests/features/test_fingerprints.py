@@ -2788,3 +2788,61 @@ def test_nccls_error_trail_through_its_intra_node_transports() -> None:
     assert "nccl-shm-p2p-failure" in shm
     net = {h.entry_id for h in _hits("node-a:1:92 [0] NCCL INFO transport/net.cc:111 -> 1")}
     assert "nccl-shm-p2p-failure" not in net
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "(Worker_DP2_EP2 pid=1993) ERROR 06-04 13:43:22 [multiproc_executor.py:966] RuntimeError: Triton Error [CUDA]:"
+            " out of memory",
+            "cuda-oom",
+        ),
+        (
+            "node-a:10645:10653 [0] transport/p2p.cu:431 WARN failed to open CUDA IPC handle : 30 unknown error",
+            "nccl-shm-p2p-failure",
+        ),
+        ("RuntimeError: apex.optimizers.FusedAdam requires cuda extensions", "missing-module"),
+        ("RuntimeError: Ninja is required to load C++ extensions", "missing-module"),
+        (
+            "RuntimeError: Expected tensor for argument #1 'input' to have the same device as tensor for argument #2"
+            " 'weight'; but device 0 does not equal 2 (while checking arguments for cudnn_convolution)",
+            "tensor-device-mismatch",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_ci(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_a_watchdog_carrying_its_own_timeout_is_no_device_fault() -> None:
+    """The watchdog's carrier line names a device fault only by what it carries: its own collective
+    timeout (batch ci's hangs) is a hang, a CUDA error after it still counts for the device entries."""
+    devices = {"cuda-illegal-memory-access", "gpu-xid-ecc-error", "gpu-fallen-off-bus"}
+    timeout = (
+        "[rank2]:[E1128 21:12:49.422069862 ProcessGroupNCCL.cpp:2068] [PG ID 0 PG GUID 0(default_pg) Rank 2] Process"
+        " group watchdog thread terminated with exception: [Rank 2] Watchdog caught collective operation timeout:"
+        " WorkNCCL(SeqNum=22, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600094 milliseconds"
+    )
+    assert not devices & {h.entry_id for h in _hits(timeout)}
+    old = (
+        "[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog thread terminated with exception: [Rank 0] Watchdog caught"
+    )
+    assert not devices & {h.entry_id for h in _hits(old + " collective operation timeout: WorkNCCL(SeqNum=130722)")}
+    fault = (
+        "[rank0]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 0] Process group watchdog thread terminated with exception:"
+        " CUDA error: an illegal memory access was encountered"
+    )
+    assert "cuda-illegal-memory-access" in {h.entry_id for h in _hits(fault)}
+    ecc = "[E ProcessGroupNCCL.cpp:916] [Rank 1] NCCL watchdog thread terminated with exception: CUDA error: unknown error"
+    assert {"gpu-xid-ecc-error", "gpu-fallen-off-bus"} <= {h.entry_id for h in _hits(ecc)}
+
+
+def test_megatrons_bf16_iteration_line_is_no_loss_scale_collapse() -> None:
+    line = (
+        " [2024-11-26 13:00:22] iteration        3/   12207 | consumed samples:           24 | lm loss: 1.184275E+01 |"
+        " loss scale: 1.0 | grad norm: 4.961 | num zeros: 0.0 | number of skipped iterations:   0 | number of nan"
+        " iterations:   0 |"
+    )
+    assert "loss-nan-divergence" not in {h.entry_id for h in _hits(line)}
+    assert "loss-nan-divergence" in {h.entry_id for h in _hits(line.replace("iterations:   0 |", "iterations:   3 |"))}

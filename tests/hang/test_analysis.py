@@ -593,3 +593,18 @@ def test_gdbs_stacks_of_a_crash_are_no_hang() -> None:
     assert not _report(GDB_LIVE.replace("#1  0x00007f87916ff592 in MPIR_Wait_impl", "#1  <signal handler called>\n#9  0x1 in MPIR_Wait_impl")).is_hang
     crash_site = GDB_LIVE.replace("#0  0x00007f8791658967 in MPIDI_CH3I_Progress ()", "#0  scheduleCollTasksToPlan (comm=0xe4b9f840)")
     assert not _report(crash_site).is_hang
+
+
+def test_gloos_pair_timeout_and_nccls_truncated_message() -> None:
+    """Gloo's wording of a pair that timed out, and NCCL's socket transport receiving another size than
+    posted (batch ci: a barrier outlasted by one rank's load-time work; pipeline stages that disagree)."""
+    gloo = _report("RuntimeError: Application timeout caused pair closure\n")
+    assert gloo.is_hang and "signal:gloo-timeout" in gloo.signals
+    truncated = (
+        "node-a:5838:6020 [0] transport/net_socket.cc:561 NCCL WARN NET/Socket : peer 10.0.0.1<41138> message truncated"
+        " : receiving 8 bytes instead of 4. If you believe your socket network is in a healthy state, there may be a"
+        " mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks\n"
+    )
+    r = _report(truncated)
+    assert r.is_hang and "signal:same-seq-diff-op" in r.signals
+    assert not _report("RuntimeError: Connection closed by peer [10.0.0.1]:4242\n").is_hang

@@ -56,10 +56,14 @@ _STORE = re.compile(
 )
 _GLOO = re.compile(
     r"gloo.*(?:[Tt]imed out|[Tt]imeout(?!\s*[=:]?\s*\d))|Gloo .*timed out|Timed out waiting \d+ ?ms for (?:recv|send)|"
-    r"typically caused by a remote worker (?:hanging|crashing)"
+    r"typically caused by a remote worker (?:hanging|crashing)|Application timeout caused pair closure"
 )
-#: a peer sent a different number of bytes than this rank expected (gloo's check)
-_SIZE_MISMATCH = re.compile(r"Received data size doesn't match expected size|op\.preamble\.length <= op\.nbytes")
+#: a peer sent a different number of bytes than this rank expected (gloo's check; NCCL's socket
+#: transport: "message truncated : receiving 8 bytes instead of 4")
+_SIZE_MISMATCH = re.compile(
+    r"Received data size doesn't match expected size|op\.preamble\.length <= op\.nbytes|"
+    r"message truncated : receiving \d+ bytes instead of \d+"
+)
 _WATCHDOG = re.compile(
     r"Watchdog caught collective operation timeout|ProcessGroupNCCL's watchdog got stuck|"
     r"Watchdog caught|[Hh]eartbeat monitor timed out|collective operation timeout"
@@ -148,7 +152,7 @@ _FRAME_HINT = ('File "', ".py:")
 _KEYS = re.compile(
     r"atchdog|eartbeat|operation timeout|\[PG |nqueued|First PG|Observed flight|between collectives|"
     r"CollectiveFingerPrint|didn't join|lagging|issing ranks|waitForInput|ocket|ait timeout|imed out|store|Store|"
-    r"loo|remote worker|data size|preamble"
+    r"loo|remote worker|data size|preamble|pair closure|message truncated"
 )
 _CONTEXT_HINT = re.compile(
     r"zero|stage3|partition|fetch_sub|trace cache|fsdp|fully_?shard|moe|expert|dispatch|"
