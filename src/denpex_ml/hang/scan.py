@@ -79,8 +79,16 @@ _DIVERGED = re.compile(
     r"sync_global_devices name mismatch|is joining a group with size \d+, but that group has size \d+|"
     r"Cannot apply desired operation due to shape mismatches|Mismatched [^:]{1,60}: One rank"
 )
-_DIVERGED_HINTS: tuple[str, ...] = ("isagreement", "same model", "Collective ops", "all_gather_list")
-_DIVERGED_HINTS += ("name mismatch", "joining a group", "shape mismatches", "Mismatched")
+_DIVERGED_HINTS = (
+    "isagreement",
+    "same model",
+    "Collective ops",
+    "all_gather_list",
+    "name mismatch",
+    "joining a group",
+    "shape mismatches",
+    "Mismatched",
+)
 #: a collective's own timeout in other words: the blocking wait of an older c10d ("A call to
 #: 'allGather' has taken over 300 seconds. Terminating the distributed job."), NCCL's warning that
 #: the program may be hanging around a rank
