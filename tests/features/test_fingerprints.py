@@ -2815,6 +2815,29 @@ def test_wordings_read_from_batch_ci(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "2024-01-14 01:03:00,826 WARNING [train.py:1057] (2/4) Grad scale is small: 1.2924697071141057e-26",
+            "loss-nan-divergence",
+        ),
+        ("ValueError: Expecting 4 arg_mbs but got 2", "pipeline-p2p-shape-mismatch"),
+        (" 1 0x0000000000ada71e cublasLt_for_cublas_ZZZ()  ???:0", "cuda-driver-mismatch"),
+        (" 7 0x00000000007b13a4 cublasLtMatmulAlgoGetHeuristic()  ???:0", "cuda-driver-mismatch"),
+    ],
+)
+def test_wordings_read_from_batch_ck(line: str, entry: str) -> None:
+    """Read from batch ck after it was scored: icefall's shrinking grad scaler, torch pipelining's
+    microbatch count check, a native crash inside cuBLASLt's heuristics (a cuBLAS too old for the GPU)."""
+    hits = _hits(line)
+    assert max(hits, key=lambda h: h.weight).entry_id == entry
+
+
+def test_pipelinings_microbatch_check_outweighs_the_plain_exception() -> None:
+    assert _strongest_root_cause("ValueError: Expecting 4 arg_mbs but got 2") == "pipeline-p2p-shape-mismatch"
+
+
 def test_a_watchdog_carrying_its_own_timeout_is_no_device_fault() -> None:
     """The watchdog's carrier line names a device fault only by what it carries: its own collective
     timeout (batch ci's hangs) is a hang, a CUDA error after it still counts for the device entries."""
