@@ -83,6 +83,31 @@ def test_nccl_debug_two_hosts_unmapped_keeps_pid_streams() -> None:
     assert sorted(map(str, b.streams)) == ["node-1:pid10", "node-2:pid11"]
 
 
+def test_nccl_debug_unmapped_pid_takes_its_hosts_rank_offset() -> None:
+    """Two processes of a host state global ranks 8 and 9 on devices 0 and 1: the third, whose own
+    lines never state its rank, is on device 3, so rank 11 (a node's ranks are contiguous)."""
+    init = (
+        "h1:{pid}:{pid} [{dev}] NCCL INFO comm 0x{pid} rank {rank} nranks 16 cudaDev {dev} busId 1000 - Init COMPLETE\n"
+    )
+    fault = "h1:103:103 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.9<1> with error 12, opcode 0, len 0\n"
+    b = read_logs(text=init.format(pid=100, dev=0, rank=8) + init.format(pid=101, dev=1, rank=9) + fault)
+    assert b.ranks == [8, 9, 11]
+    assert any("Got completion from peer" in t for t in texts(b, 11))
+    # one known process is no basis, and offsets that disagree are none either
+    one = read_logs(text=init.format(pid=100, dev=0, rank=8) + fault)
+    assert one.ranks == [8]
+    odd = read_logs(text=init.format(pid=100, dev=0, rank=8) + init.format(pid=101, dev=1, rank=3) + fault)
+    assert odd.ranks == [3, 8]
+    # the rank the offset gives is already another process's: the stream stays the process's own
+    taken = read_logs(
+        text=init.format(pid=100, dev=0, rank=8)
+        + init.format(pid=101, dev=1, rank=9)
+        + init.format(pid=102, dev=2, rank=11)
+        + fault
+    )
+    assert taken.ranks == [8, 9, 11] and any(isinstance(k, str) and k.endswith("pid103") for k in taken.streams)
+
+
 def test_ray_worker_prefix(log_fixture) -> None:  # type: ignore[no-untyped-def]
     b = read_logs(log_fixture("ray.log"))
     assert 2 in b.ranks

@@ -341,6 +341,34 @@ class Builder(ColumnarBuilder):
             st.offer_salient(item, self.ret.salient * (4 if key == GLOBAL_STREAM else 1), self.ret.per_template)
         st.tail.append(item)
 
+    def _ranks_from_host_offsets(self, pid_streams: list[str]) -> None:
+        """Processes whose NCCL lines never state their global rank, on a host where at least two
+        other processes did: torchrun and its kin number a node's ranks contiguously (global rank =
+        the node's first rank + local rank), so when every known process of the host shows the same
+        offset between its global rank and the local device NCCL prints, an unknown one gets its
+        local device + that offset, unless another process already holds that rank or two unknown
+        ones would share it."""
+        unknown = [k for k in pid_streams if k not in self.pid_rank]
+        if not unknown:
+            return
+        offsets: dict[str | None, set[int]] = {}
+        known: dict[str | None, int] = {}
+        for k, rank in self.pid_rank.items():
+            if k in self.pid_local:
+                host, local = self.pid_local[k]
+                offsets.setdefault(host, set()).add(rank - local)
+                known[host] = known.get(host, 0) + 1
+        claims: dict[int, list[str]] = {}
+        for k in unknown:
+            host, local = self.pid_local[k]
+            offs = offsets.get(host, set())
+            if len(offs) == 1 and known[host] >= 2:
+                claims.setdefault(local + next(iter(offs)), []).append(k)
+        taken = set(self.pid_rank.values())
+        for rank, ks in claims.items():
+            if len(ks) == 1 and rank not in taken:
+                self.pid_rank[ks[0]] = rank
+
     def _launcher_lines_to_global(self) -> None:
         """The launcher's own lines (torchelastic's agent, DeepSpeed's launcher, srun) belong to no
         rank: a combined log whose file name names a rank (``job-rank5.log``) must not give them to
@@ -386,6 +414,7 @@ class Builder(ColumnarBuilder):
             if len(hosts) == 1 and len(set(local)) == len(local):
                 for k in pid_streams:
                     self.pid_rank[k] = self.pid_local[k][1]
+        self._ranks_from_host_offsets(pid_streams)
         # Streams named by NCCL host:pid whose global rank became known later are merged in.
         for pid_key in [k for k in self.streams if isinstance(k, str) and k in self.pid_rank]:
             src = self.streams.pop(pid_key)
