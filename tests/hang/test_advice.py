@@ -88,3 +88,35 @@ def test_no_advice_without_a_hang_or_for_a_confident_answer() -> None:
     assert advise(RIVALS, _report("torch.OutOfMemoryError: CUDA out of memory.\n"), taxonomy) is None
     vllm = "ERROR 12-09 05:28:10 async_llm_engine.py:886] Engine iteration timed out. This should never happen!\n"
     assert advise([("host-work-timeout", 0.9), ("cuda-oom", 0.02)], _report(vllm), taxonomy) is None
+
+
+_WD = (
+    "[rank{r}]:[E1201 10:00:00.0 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600042 "
+    "milliseconds before timing out."
+)
+
+
+def _observed(*ranks: tuple[int, int, str, int]) -> tuple[str, ...]:
+    text = "\n".join(_WD.format(r=r, seq=seq, op=op, n=n) for r, seq, op, n in ranks) + "\n"
+    advice = advise(RIVALS, _report(text), load_taxonomy())
+    assert advice is not None
+    assert advice.to_dict()["observed"] == list(advice.observed)
+    if advice.observed:
+        lines = advice.summary_lines()
+        assert lines[1] == "  This log shows:" and lines[2] == f"    * {advice.observed[0]}"
+    return advice.observed
+
+
+def test_the_advice_says_where_this_logs_ranks_wait() -> None:
+    """Beside the generic way to tell the rivals apart, what this log itself shows: ranks at
+    different SeqNums (the subset pattern), one SeqNum with other sizes (different collectives),
+    or one and the same collective everywhere (the calls match)."""
+    spread = _observed((0, 420, "_REDUCE_SCATTER_BASE", 8208384), (1, 423, "_REDUCE_SCATTER_BASE", 64))
+    assert spread[0].startswith("the ranks wait at different SeqNums (")
+    assert "rank 0 in _REDUCE_SCATTER_BASE #420" in spread[0] and "rank 1 in _REDUCE_SCATTER_BASE #423" in spread[0]
+    sizes = _observed((0, 7, "ALLREDUCE", 1024), (1, 7, "ALLREDUCE", 1024), (2, 7, "ALLREDUCE", 512))
+    assert sizes[0].startswith("the ranks wait at one SeqNum in different ops or sizes (")
+    assert "ranks 0, 1 in ALLREDUCE #7 NumelIn=1024" in sizes[0] and "rank 2 in ALLREDUCE #7 NumelIn=512" in sizes[0]
+    same = _observed((1, 9, "ALLREDUCE", 1), (2, 9, "ALLREDUCE", 1), (3, 9, "ALLREDUCE", 1))
+    assert same[0].startswith("every rank that reports waits in the same collective (ALLREDUCE #9")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from denpex_ml.hang.analysis import HangReport
+from denpex_ml.hang.phase import Phase
 from denpex_ml.taxonomy import Taxonomy
 from denpex_ml.taxonomy.groups import HANG_IDS, TRANSPORT_IDS
 
@@ -33,21 +34,28 @@ class Artefact:
 
 @dataclass(frozen=True)
 class HangAdvice:
-    """Competing hang classes, how to tell them apart, and what to collect next."""
+    """Competing hang classes, what this log shows that bears on them, how to tell them apart,
+    and what to collect next."""
 
     competing: tuple[tuple[str, float], ...]
     tell_apart: tuple[str, ...]
     collect: tuple[Artefact, ...]
+    #: facts read from this log that bear on the rivals (where each rank waits, who never arrived)
+    observed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "competing": [{"label": lab, "probability": round(p, 4)} for lab, p in self.competing],
+            "observed": list(self.observed),
             "tell_apart": list(self.tell_apart),
             "collect": [a.to_dict() for a in self.collect],
         }
 
     def summary_lines(self) -> list[str]:
         out = ["The log cannot fully separate: " + ", ".join(f"{lab} {p:.0%}" for lab, p in self.competing)]
+        if self.observed:
+            out.append("  This log shows:")
+            out += [f"    * {t}" for t in self.observed]
         out += [f"  - {t}" for t in self.tell_apart[:4]]
         if self.collect:
             out.append("Collect next:")
@@ -178,8 +186,9 @@ def advise(
                 tell.append(f"{lab} vs {rel.id}: {rel.note}")
     collect: list[Artefact] = []
     sig = report.signals
+    seen = observed(report)
     if report.reported_by is not None:
-        return HangAdvice(tuple(competing), tuple(tell), _own_stall_artefacts(report, ids))
+        return HangAdvice(tuple(competing), tuple(tell), _own_stall_artefacts(report, ids), seen)
     if report.flight_recorder is None:
         collect.append(_FLIGHT_RECORDER)
     if "signal:frames" not in sig:
@@ -195,7 +204,62 @@ def advise(
         collect.append(_DESYNC)
     if ids & TRANSPORT_IDS:
         collect.append(_NCCL)
-    return HangAdvice(tuple(competing), tuple(tell), tuple(collect))
+    return HangAdvice(tuple(competing), tuple(tell), tuple(collect), seen)
+
+
+def _ranks(ranks: Sequence[int], limit: int = 6) -> str:
+    """``rank 3`` / ``ranks 0, 1, 2`` / ``ranks 0, 1, 2, 3, 4, 5 and 58 more``."""
+    rs = sorted(ranks)
+    if len(rs) == 1:
+        return f"rank {rs[0]}"
+    head = ", ".join(map(str, rs[:limit]))
+    return f"ranks {head}" + (f" and {len(rs) - limit} more" if len(rs) > limit else "")
+
+
+def observed(report: HangReport, limit: int = 4) -> tuple[str, ...]:
+    """What this log itself shows that bears on the rival hang classes, in plain words: where the
+    ranks wait (different SeqNums: some ranks issued collectives the others never reached; one
+    SeqNum with other ops or sizes: different collectives; one and the same collective: the calls
+    match), ranks that never entered the stuck collective or printed nothing, what the ranks the
+    others wait for were doing, and a stall at the job's first collectives."""
+    out: list[str] = []
+    where: dict[str, list[int]] = {}
+    seqs: set[int] = set()
+    for st in report.ranks:
+        if st.seq is not None and st.collective:
+            where.setdefault(st.collective, []).append(st.rank)
+            seqs.add(st.seq)
+    if len(where) > 1:
+        groups = "; ".join(f"{_ranks(rs)} in {c}" for c, rs in list(where.items())[:3])
+        more = "; …" if len(where) > 3 else ""
+        if len(seqs) > 1:
+            out.append(
+                f"the ranks wait at different SeqNums ({groups}{more}): some ranks issued collectives the others never reached"
+            )
+        else:
+            out.append(
+                f"the ranks wait at one SeqNum in different ops or sizes ({groups}{more}): they called different collectives"
+            )
+    elif len(where) == 1 and sum(len(rs) for rs in where.values()) > 1:
+        (c,) = where
+        out.append(
+            f"every rank that reports waits in the same collective ({c}): the calls match; what is missing is a rank that arrives"
+        )
+    never = [
+        st.rank
+        for st in report.ranks
+        if st.last_enqueued is not None and st.last_enqueued == st.last_completed and st.state != "crashed"
+    ]
+    if never and len(never) < len(report.ranks):
+        out.append(f"{_ranks(never)} never entered the stuck collective (its last enqueued work is its last completed)")
+    if report.absent:
+        out.append(f"{_ranks(report.absent)} printed nothing at all")
+    busy = [st for st in report.ranks if st.rank in report.suspects and st.phase is not Phase.UNKNOWN]
+    for st in busy[:2]:
+        out.append(f"rank {st.rank}, which the others wait for, was in {st.phase.value} when they timed out")
+    if "signal:seq-early" in report.signals:
+        out.append("the stuck SeqNum is at most 5: the job hung at its first collectives (set-up, model wrapping)")
+    return tuple(out[:limit])
 
 
 def _own_stall_artefacts(report: HangReport, ids: set[str]) -> tuple[Artefact, ...]:

@@ -46,6 +46,7 @@
     if (d.advice) {
       const a = d.advice;
       parts.push(el("h4", { text: "The log cannot fully separate" }), el("p", { text: a.competing.map((c) => c.label + " " + pct(c.probability)).join(", ") }));
+      if (a.observed && a.observed.length) parts.push(el("p", { cls: "hint", text: "This log shows:" }), el("ul", null, ...a.observed.map((t) => el("li", { text: t }))));
       if (a.tell_apart.length) parts.push(el("ul", null, ...a.tell_apart.map((t) => el("li", { text: t }))));
       if (a.collect.length) parts.push(el("h4", { text: "Collect next" }), el("ul", null, ...a.collect.map((c) => el("li", null, c.name + ": ", el("code", { text: c.how }), el("span", { cls: "why", text: " (" + c.why + ")" })))));
     }
