@@ -120,3 +120,15 @@ def test_the_advice_says_where_this_logs_ranks_wait() -> None:
     assert "ranks 0, 1 in ALLREDUCE #7 NumelIn=1024" in sizes[0] and "rank 2 in ALLREDUCE #7 NumelIn=512" in sizes[0]
     same = _observed((1, 9, "ALLREDUCE", 1), (2, 9, "ALLREDUCE", 1), (3, 9, "ALLREDUCE", 1))
     assert same[0].startswith("every rank that reports waits in the same collective (ALLREDUCE #9")
+
+
+def test_the_advice_names_the_rank_that_printed_no_timeout() -> None:
+    text = (
+        "[rank0]: Tokenizing the training set: 40%|####      | 400/1000\n"
+        + _WD.format(r=1, seq=1, op="BROADCAST", n=1)
+        + "\n"
+    )
+    advice = advise(RIVALS, _report(text), load_taxonomy())
+    assert advice is not None
+    assert "rank 0 printed no timeout while rank 1 timed out waiting: the others wait for it" in advice.observed[0]
+    assert any(o.startswith("the stuck SeqNum is at most 5") for o in advice.observed)

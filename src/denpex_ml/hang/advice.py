@@ -252,13 +252,24 @@ def observed(report: HangReport, limit: int = 4) -> tuple[str, ...]:
     ]
     if never and len(never) < len(report.ranks):
         out.append(f"{_ranks(never)} never entered the stuck collective (its last enqueued work is its last completed)")
+    waiting = [st.rank for st in report.ranks if st.state == "waiting"]
+    quiet = [st.rank for st in report.ranks if st.state in ("running", "silent")]
+    if waiting and quiet:
+        out.append(
+            f"{_ranks(quiet)} printed no timeout while {_ranks(waiting)} timed out waiting: the others wait for "
+            + ("it" if len(quiet) == 1 else "them")
+            + " (busy on the host, or on another code path)"
+        )
     if report.absent:
         out.append(f"{_ranks(report.absent)} printed nothing at all")
     busy = [st for st in report.ranks if st.rank in report.suspects and st.phase is not Phase.UNKNOWN]
     for st in busy[:2]:
         out.append(f"rank {st.rank}, which the others wait for, was in {st.phase.value} when they timed out")
     if "signal:seq-early" in report.signals:
-        out.append("the stuck SeqNum is at most 5: the job hung at its first collectives (set-up, model wrapping)")
+        out.append(
+            "the stuck SeqNum is at most 5: the job hung at its first collectives (set-up, model wrapping, "
+            "or the first sync after work one rank does alone, such as tokenising the dataset)"
+        )
     return tuple(out[:limit])
 
 
