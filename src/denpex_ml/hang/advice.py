@@ -223,35 +223,33 @@ def observed(report: HangReport, limit: int = 4) -> tuple[str, ...]:
     match), ranks that never entered the stuck collective or printed nothing, what the ranks the
     others wait for were doing, and a stall at the job's first collectives."""
     out: list[str] = []
+    sig = report.signals  # the analysis's own reading of the ranks' collectives side by side
     where: dict[str, list[int]] = {}
-    seqs: set[int] = set()
     for st in report.ranks:
         if st.seq is not None and st.collective:
             where.setdefault(st.collective, []).append(st.rank)
-            seqs.add(st.seq)
-    if len(where) > 1:
-        groups = "; ".join(f"{_ranks(rs)} in {c}" for c, rs in list(where.items())[:3])
-        more = "; …" if len(where) > 3 else ""
-        if len(seqs) > 1:
-            out.append(
-                f"the ranks wait at different SeqNums ({groups}{more}): some ranks issued collectives the others never reached"
-            )
-        else:
-            out.append(
-                f"the ranks wait at one SeqNum in different ops or sizes ({groups}{more}): they called different collectives"
-            )
+    groups = "; ".join(f"{_ranks(rs)} in {c}" for c, rs in list(where.items())[:3]) + ("; …" if len(where) > 3 else "")
+    if len(where) > 1 and "signal:seq-spread" in sig:
+        out.append(
+            f"the ranks wait at different SeqNums ({groups}): some ranks issued collectives the others never reached"
+        )
+    elif len(where) > 1 and "signal:same-seq-diff-op" in sig:
+        out.append(
+            f"the ranks wait at one SeqNum in different ops or sizes ({groups}): they called different collectives"
+        )
     elif len(where) == 1 and sum(len(rs) for rs in where.values()) > 1:
         (c,) = where
         out.append(
             f"every rank that reports waits in the same collective ({c}): the calls match; what is missing is a rank that arrives"
         )
-    never = [
-        st.rank
-        for st in report.ranks
-        if st.last_enqueued is not None and st.last_enqueued == st.last_completed and st.state != "crashed"
-    ]
-    if never and len(never) < len(report.ranks):
-        out.append(f"{_ranks(never)} never entered the stuck collective (its last enqueued work is its last completed)")
+    if "signal:never-entered" in sig:
+        never = [
+            st.rank for st in report.ranks if st.last_enqueued is not None and st.last_enqueued == st.last_completed
+        ]
+        if never:
+            out.append(
+                f"{_ranks(never)} never entered the stuck collective (its last enqueued work is its last completed)"
+            )
     waiting = [st.rank for st in report.ranks if st.state == "waiting"]
     quiet = [st.rank for st in report.ranks if st.state in ("running", "silent")]
     if waiting and quiet:
