@@ -2834,6 +2834,35 @@ def test_wordings_read_from_batch_ck(line: str, entry: str) -> None:
     assert max(hits, key=lambda h: h.weight).entry_id == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "create_nccl_ofi_component:496 NCCL WARN NET/OFI Couldn't enable endpoint. RC: -12, ERROR: Cannot allocate"
+            " memory",
+            "nccl-init-failure",
+        ),
+        ("Libfabric error: (-12) Cannot allocate memory", "nccl-init-failure"),
+        ("EFA internal error: (4112) Failure to post internal receive buffers", "nccl-init-failure"),
+        (
+            "[FATAL ERROR]: HIP failure: 'invalid kernel file'   (hipErrorInvalidImage / hipErrorInvalidDeviceFunction)",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "(EngineCore_DP0 pid=38456) ERROR 03-11 11:58:53 [core.py:1100] ValueError: No available memory for the"
+            " cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+            "cuda-oom",
+        ),
+        ("OSError: /pretrained/faster_rcnn_w32_1x.pth is not a checkpoint file", "file-not-found"),
+    ],
+)
+def test_wordings_read_from_batch_cm(line: str, entry: str) -> None:
+    """Read from batch cm after it was scored: the EFA/libfabric endpoint that cannot pin its
+    buffers at set-up (a memlock limit, whose ENOMEM wording the host-OOM entry also reads),
+    HIP's unusable kernel file, vLLM's missing KV-cache memory, mmcv's missing checkpoint."""
+    assert _strongest_root_cause(line) == entry
+
+
 def test_pipelinings_microbatch_check_outweighs_the_plain_exception() -> None:
     assert _strongest_root_cause("ValueError: Expecting 4 arg_mbs but got 2") == "pipeline-p2p-shape-mismatch"
 
