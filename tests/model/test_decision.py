@@ -112,6 +112,29 @@ def test_no_failure_evidence_is_no_failure_when_a_failure_entry_is_only_fairly_l
     assert d.best_guess == "cuda-oom" and d.initiating_rank is None
 
 
+CUT_TRACEBACK = (
+    "[rank0]: step 10 loss 2.31\n"
+    '[rank1]:   File "/opt/train.py", line 88, in <module>\n'
+    '[rank1]:   File "/opt/conda/lib/python3.11/site-packages/deepspeed/runtime/engine.py", line 2169, in step\n'
+)
+
+
+def test_a_traceback_cut_before_its_exception_line_is_failure_evidence(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the paste stops before the exception's own line, but a stack was printed: the log shows a
+    # failure, so its likeliest entry is weighed as for any failure log (here above the
+    # threshold), not "no failure found" as for the same figures on a log without one (above);
+    # the innermost frame is the evidence shown
+    _fix_proba(model, monkeypatch, cuda_oom=0.55, no_failure=0.02)
+    d = model.classify(text=CUT_TRACEBACK)
+    assert d.label == "cuda-oom" and d.confidence == pytest.approx(0.55)
+    assert [e.text.strip() for e in d.evidence] == [
+        'File "/opt/conda/lib/python3.11/site-packages/deepspeed/runtime/engine.py", line 2169, in step'
+    ]
+    assert "Python traceback" in d.evidence[0].why
+
+
 def test_without_a_no_failure_class_a_log_without_evidence_is_unknown(
     model: DenpexModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:

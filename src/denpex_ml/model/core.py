@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -41,6 +42,18 @@ from denpex_ml.taxonomy.groups import HANG_IDS, NO_FAILURE_ID, group_of
 from denpex_ml.topology.suspects import attribute
 
 __all__ = ["DenpexModel", "default_model", "family_supported", "load_model", "shift_for_hangs"]
+
+#: a Python traceback's frame line (``File "/x/train.py", line 12, in main``): a stack printed
+#: because something raised, even where the paste stops before the exception's own line
+_TRACEBACK_FRAME = re.compile(r'File "[^"]+", line \d+, in ')
+
+
+def _traceback_frame(a: JobAnalysis) -> Any | None:
+    """The innermost Python traceback frame among the job's selected lines (the last one
+    printed), or ``None``: a log that shows one shows a failure, even without its exception line
+    (a stack dump of a live process, py-spy's or faulthandler's, is worded otherwise)."""
+    frames = [s.line for s in a.selected if _TRACEBACK_FRAME.search(s.line.text)]
+    return max(frames, key=lambda ln: (str(ln.source), ln.lineno)) if frames else None
 
 
 def family_supported(proba: np.ndarray, labels: list[str], threshold: float) -> np.ndarray:
@@ -226,9 +239,10 @@ class DenpexModel:
         * ``outside``, a root-cause fingerprint of the ``unknown`` entry (a failure known to lie
           outside the taxonomy, e.g. a cloud refusing capacity) stronger than any entry's
           (:func:`~denpex_ml.features.fingerprints.outside_taxonomy`) -> ``unknown``;
-        * no error evidence at all (no fingerprint, no error line, no hang signal) -> the best
-          failure when the model is sure of it (:attr:`no_evidence_answer`), else ``no-failure``:
-          ``unknown`` names a failure the taxonomy cannot, and this log shows none;
+        * no error evidence at all (no fingerprint, no error line, no hang signal, no Python
+          traceback frame -- a paste cut before the exception's own line still shows its stack)
+          -> the best failure when the model is sure of it (:attr:`no_evidence_answer`), else
+          ``no-failure``: ``unknown`` names a failure the taxonomy cannot, and this log shows none;
         * with the learned detector (:attr:`outside`; ``outside_p``, its probability for this job):
           ``unknown`` when it fires (its confidence: that probability) or the best entry is below
           :data:`~denpex_ml.model.outside.ANSWER_FLOOR`, unless the best entry is a hang or
@@ -247,7 +261,12 @@ class DenpexModel:
         if outside is not None:  # a failure the taxonomy knows to lie outside it, and nothing stronger
             return UNKNOWN_ID, max(outside.weight, 1.0 - p_best), best
         no_fail = self.labels.index(NO_FAILURE_ID) if NO_FAILURE_ID in self.labels else None
-        no_evidence = not a.hits and not any(s.priority >= 2.0 for s in a.selected) and not a.hang.is_hang
+        no_evidence = (
+            not a.hits
+            and not any(s.priority >= 2.0 for s in a.selected)
+            and not a.hang.is_hang
+            and _traceback_frame(a) is None  # a traceback cut before its exception line is evidence too
+        )
         if no_evidence:
             if no_fail is not None:
                 p_nf = float(proba[no_fail])
@@ -430,6 +449,8 @@ class DenpexModel:
                 add(s.line, s.reasons[0] + (f" (x{s.count})" if s.count > 1 else ""))
         for line, why in bars[:1]:
             add(line, why)
+        if not out and (frame := _traceback_frame(a)) is not None:  # all the log shows of the failure
+            add(frame, "innermost frame of a Python traceback whose exception line the log does not show")
         return out
 
     # -- persistence -------------------------------------------------------------------------
