@@ -331,6 +331,33 @@ def test_a_job_that_kills_its_worker_is_an_error_row_and_the_rest_are_scored(
     assert all(r.ok for job_id, r in rows.items() if job_id != "job-p.log")
 
 
+@pytest.mark.parametrize("refused", [1, 3])
+def test_a_pool_that_breaks_between_waits_loses_no_job(tmp_path: Path, tiny_model_dir: Path, refused: int) -> None:
+    """A worker that dies between two waits breaks the executor before its futures say so: the
+    next submit is refused (``BrokenProcessPool``). That job never ran, so it is sent again once the
+    pool is rebuilt, not made an error row nor dropped -- with jobs still in flight (the 3rd submit)
+    and with none (the 1st). Simulated by refusing the ``refused``-th submit of the first pool."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    root = _jobs_dir(tmp_path / "jobs")
+    for i in range(3):
+        (root / f"job-q{i}.log").write_text(OOM)
+    pool = WorkerPool(1, ModelSpec(str(tiny_model_dir)), None)
+    real_submit, calls = pool.executor.submit, [0]
+
+    def flaky_submit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] == refused:
+            raise BrokenProcessPool("a child process terminated abruptly")
+        return real_submit(*args, **kwargs)
+
+    pool.executor.submit = flaky_submit  # type: ignore[method-assign]
+    rows = {r.job_id: r for r in pool.run(discover_jobs(root))}
+    assert calls[0] >= refused
+    assert sorted(rows) == ["job-a.log", "job-b", "job-c.log.gz", "job-q0.log", "job-q1.log", "job-q2.log"]
+    assert all(r.ok for r in rows.values()), [(r.job_id, r.error_type) for r in rows.values() if not r.ok]
+
+
 def test_workers_that_cannot_work_end_the_batch_with_a_typed_error(tmp_path: Path, tiny_model_dir: Path) -> None:
     root = tmp_path / "jobs"
     root.mkdir()

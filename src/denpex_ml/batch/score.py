@@ -138,15 +138,26 @@ class WorkerPool:
         crashes_in_a_row = 0
         poll = None if self.job_timeout is None else min(1.0, max(0.02, self.job_timeout / 10))
 
-        def submit(job: Job) -> None:
+        def submit(job: Job) -> bool:
+            """Send ``job`` to the pool; ``False`` when the pool broke since the last wait (a worker
+            died and the executor knows it before the dead worker's futures report it)."""
             token = next(tokens)
-            inflight[self.executor.submit(score_in_worker, job, token)] = (job, token)
+            try:
+                fut = self.executor.submit(score_in_worker, job, token)
+            except BrokenProcessPool:
+                return False
+            inflight[fut] = (job, token)
+            return True
 
         try:
             while True:
                 if suspects:
                     if not inflight:
-                        submit(suspects.pop(0))
+                        job = suspects.pop(0)
+                        if not submit(job):  # nothing in flight will report the break: rebuild now
+                            suspects.insert(0, job)
+                            self._rebuild()
+                            continue
                         alone = True
                 else:
                     alone = False
@@ -156,9 +167,14 @@ class WorkerPool:
                             exhausted = True
                         elif nxt.error is not None:
                             yield JobResult.failed(nxt.id, *nxt.error)
-                        else:
-                            submit(nxt)
+                        elif not submit(nxt):  # never ran, so innocent: sent again once the pool is rebuilt
+                            retry.insert(0, nxt)
+                            if not inflight:
+                                self._rebuild()
+                            break
                 if not inflight:
+                    if retry or suspects:
+                        continue
                     return
                 done, _ = wait(inflight, timeout=poll, return_when=FIRST_COMPLETED)
                 if self.job_timeout is not None:
