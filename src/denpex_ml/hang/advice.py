@@ -263,7 +263,7 @@ def observed(report: HangReport, limit: int = 4) -> tuple[str, ...]:
     busy = [st for st in report.ranks if st.rank in report.suspects and st.phase is not Phase.UNKNOWN]
     for st in busy[:2]:
         out.append(f"rank {st.rank}, which the others wait for, was in {st.phase.value} when they timed out")
-    if "signal:seq-early" in report.signals:
+    if "signal:seq-early" in sig:
         out.append(
             "the stuck SeqNum is at most 5: the job hung at its first collectives (set-up, model wrapping, "
             "or the first sync after work one rank does alone, such as tokenising the dataset)"

@@ -28,11 +28,14 @@ __all__ = [
     "Frame",
     "collective_call",
     "gathers_sharded_params",
+    "is_traceback_frame",
     "live_stacks",
     "parse_frames",
 ]
 
 _TRACEBACK = re.compile(r'File "([^"]+)", line (\d+),? in ([\w<>.]+)')
+#: a traceback frame's head, whatever follows ``in`` (:func:`is_traceback_frame`)
+_TRACEBACK_LINE = re.compile(r'File "[^"]+", line \d+, in ')
 _PYSPY = re.compile(r"^\s*([\w<>.]+) \(([^()\s]+\.py):(\d+)\)\s*$")
 _PYSPY_THREAD = re.compile(r"^\s*Thread (?:0x[0-9a-fA-F]+|\d+) \(")
 _FAULTHANDLER_THREAD = re.compile(r"^\s*(?:Current thread 0x[0-9a-fA-F]+ |Stack )\(most recent call first\)")
@@ -61,6 +64,14 @@ class Frame:
         """The file path from ``site-packages/`` on (library frames), else the path."""
         i = self.file.find("site-packages/")
         return self.file[i + len("site-packages/") :] if i >= 0 else self.file
+
+
+def is_traceback_frame(text: str) -> bool:
+    """Whether ``text`` is a Python traceback's frame line (``File "/x/train.py", line 12, in
+    main``): a stack printed because something raised. faulthandler's ``line 12 in main`` (no
+    comma) and py-spy's frames are stack dumps of a live process, not this. A frame whose function
+    name the paste cut off (``line 304, in `` and nothing after) still counts."""
+    return 'File "' in text and _TRACEBACK_LINE.search(text) is not None
 
 
 def parse_frames(lines: Iterable[str]) -> list[Frame]:

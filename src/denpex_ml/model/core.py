@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable
@@ -20,6 +19,7 @@ from denpex_ml.features.fingerprints import FingerprintHit, FingerprintMatcher, 
 from denpex_ml.features.select import PROGRESS_BAR
 from denpex_ml.hang.advice import advise
 from denpex_ml.hang.analysis import HANG_FEATURE_NAMES
+from denpex_ml.hang.frames import is_traceback_frame
 from denpex_ml.logs import IngestLimits, LogBundle, LogSource, Masker, read_logs
 from denpex_ml.logs.job_layout import several_jobs_warning
 from denpex_ml.model.alternatives import alternatives_order
@@ -43,16 +43,12 @@ from denpex_ml.topology.suspects import attribute
 
 __all__ = ["DenpexModel", "default_model", "family_supported", "load_model", "shift_for_hangs"]
 
-#: a Python traceback's frame line (``File "/x/train.py", line 12, in main``): a stack printed
-#: because something raised, even where the paste stops before the exception's own line
-_TRACEBACK_FRAME = re.compile(r'File "[^"]+", line \d+, in ')
-
 
 def _traceback_frame(a: JobAnalysis) -> Any | None:
     """The innermost Python traceback frame among the job's selected lines (the last one
-    printed), or ``None``: a log that shows one shows a failure, even without its exception line
-    (a stack dump of a live process, py-spy's or faulthandler's, is worded otherwise)."""
-    frames = [s.line for s in a.selected if _TRACEBACK_FRAME.search(s.line.text)]
+    printed), or ``None``: a log that shows one shows a failure, even where the paste stops before
+    the exception's own line (:func:`~denpex_ml.hang.frames.is_traceback_frame`)."""
+    frames = [s.line for s in a.selected if is_traceback_frame(s.line.text)]
     return max(frames, key=lambda ln: (str(ln.source), ln.lineno)) if frames else None
 
 
