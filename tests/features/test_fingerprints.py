@@ -2863,6 +2863,18 @@ def test_wordings_read_from_batch_cm(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (":41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available", "nccl-init-failure"),
+    ],
+)
+def test_wordings_read_from_batches_cn_and_co(line: str, entry: str) -> None:
+    """Read from batches cn and co after they were scored: NCCL with no algorithm or protocol it
+    may use (NCCL_ALGO / NCCL_PROTO forced to what the system cannot run)."""
+    assert _strongest_root_cause(line) == entry
+
 def test_pipelinings_microbatch_check_outweighs_the_plain_exception() -> None:
     assert _strongest_root_cause("ValueError: Expecting 4 arg_mbs but got 2") == "pipeline-p2p-shape-mismatch"
 
