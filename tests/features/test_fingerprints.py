@@ -2868,12 +2868,32 @@ def test_wordings_read_from_batch_cm(line: str, entry: str) -> None:
     ("line", "entry"),
     [
         (":41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available", "nccl-init-failure"),
+        ("Error 4126: Unresponsive receiver (reachable by EFA device but handshake failed)", "nccl-init-failure"),
+        (
+            "OSError: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.33' not found (required by"
+            " /opt/envs/x/lib/python3.10/site-packages/libpyg.so)",
+            "missing-module",
+        ),
+        ("/usr/lib64/libstdc++.so.6: version `GLIBCXX_3.4.29' not found (required by /opt/x/_C.so)", "missing-module"),
+        ("RuntimeError: normal expects all elements of std >= 0.0", "loss-nan-divergence"),
+        (
+            "The following zero checkpoints paths are missing: ['./out/step_5/bf16_zero_pp_rank_8_mp_rank_00_optim_states.pt']",
+            "file-not-found",
+        ),
     ],
 )
 def test_wordings_read_from_batches_cn_and_co(line: str, entry: str) -> None:
     """Read from batches cn and co after they were scored: NCCL with no algorithm or protocol it
-    may use (NCCL_ALGO / NCCL_PROTO forced to what the system cannot run)."""
+    may use (NCCL_ALGO / NCCL_PROTO forced to what the system cannot run), EFA's failed handshake
+    (a security group without its self-referencing rule), an extension built for a newer glibc or
+    libstdc++, torch.normal given a NaN standard deviation, DeepSpeed's incomplete ZeRO checkpoint,
+    gloo's combined recv/send timeout (a symptom only)."""
     assert _strongest_root_cause(line) == entry
+
+
+def test_gloos_combined_recv_send_timeout_is_a_waiting_rank() -> None:
+    line = "RuntimeError: Timed out waiting 600000ms for recv/send operation to complete"
+    assert "host-work-timeout" in {h.entry_id for h in _hits(line)}
 
 def test_pipelinings_microbatch_check_outweighs_the_plain_exception() -> None:
     assert _strongest_root_cause("ValueError: Expecting 4 arg_mbs but got 2") == "pipeline-p2p-shape-mismatch"
