@@ -145,6 +145,24 @@ def test_tokenising_rank_and_store_timeout_give_the_preprocessing_phase() -> Non
     assert {"signal:store-timeout", "signal:barrier", "phase:preprocessing"} <= rep.signals
 
 
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "trainer/0 [0]:E0927 12:07:22.643702 1012209 ProcessGroupNCCL.cpp:1356] [PG ID 0 PG GUID 0(default_pg) Rank 0]"
+        " ProcessGroupNCCL preparing to dump debug info.",
+        "[rank3]:[E1201 10:00:03.000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] First PG on this"
+        " rank to signal dumping.",
+        "[rank5]:[E1201 10:00:03.000 ProcessGroupNCCL.cpp:1665] [PG ID 0 PG GUID 0(default_pg) Rank 5] Observed flight"
+        " recorder dump signal from another rank via TCPStore.",
+    ],
+)
+def test_a_flight_recorder_dump_alone_marks_a_hang(line: str) -> None:
+    """PyTorch dumps the Flight Recorder when a collective timed out (this rank's watchdog, or another's
+    signal), so an excerpt that shows only the dump lines (batch co's pytorch#137523) is still a hang."""
+    rep = _report(line)
+    assert rep.is_hang
+
 def test_no_hang_in_a_plain_crash() -> None:
     rep = _report("Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\nKeyError: 'x'")
     assert not rep.is_hang and rep.ranks == ()

@@ -138,6 +138,7 @@ _STALL_HEAD = re.compile(r"(?:Missing|Stalled) ranks:\s*$")
 _STALL_ENTRY = re.compile(r"^\s*(?:\d+: )?\[([^\]]*)\]\s*$")
 _FIRST_DUMP = "First PG on this rank to signal dumping"
 _FOLLOWER = "Observed flight recorder dump signal from another rank"
+_DUMPING = "ProcessGroupNCCL preparing to dump debug info"
 _NRANKS = re.compile(r"\bnranks (\d+)\b|\bWORLD_SIZE=(\d+)|\bworld[_ ]size[=: ]+(\d+)", re.IGNORECASE)
 _CONTEXT = {
     "zero3": re.compile(
@@ -158,7 +159,7 @@ _CONTEXT = {
 _FRAME_HINT = ('File "', ".py:")
 #: a line none of these substrings occurs in can match none of the specific patterns above
 _KEYS = re.compile(
-    r"atchdog|eartbeat|operation timeout|\[PG |nqueued|First PG|Observed flight|between collectives|"
+    r"atchdog|eartbeat|operation timeout|\[PG |nqueued|First PG|Observed flight|dump debug info|between collectives|"
     r"CollectiveFingerPrint|didn't join|lagging|issing ranks|waitForInput|ocket|ait timeout|imed out|store|Store|"
     r"loo|remote worker|data size|preamble|pair closure|message truncated"
 )
@@ -307,9 +308,12 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                         text_enqueued[int(rm.group(1))] = f.enqueued
                 if _FIRST_DUMP in text:
                     f.dump_role = "first"
-                    signals.add("own-watchdog-first")
+                    signals.update(("own-watchdog-first", "hang"))
                 elif _FOLLOWER in text and f.dump_role is None:
                     f.dump_role = "follower"
+                    signals.add("hang")  # another rank's watchdog timed out and asked every rank to dump
+                if _DUMPING in text:
+                    signals.add("hang")  # the Flight Recorder is dumped when a collective timed out
                 if "mismatch between collectives" in text or "CollectiveFingerPrint(" in text:
                     signals.update(("mismatch-report", "hang"))
                     for mm in _MISMATCH.finditer(text):
