@@ -2863,7 +2863,6 @@ def test_wordings_read_from_batch_cm(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
-
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
@@ -2894,6 +2893,7 @@ def test_wordings_read_from_batches_cn_and_co(line: str, entry: str) -> None:
 def test_gloos_combined_recv_send_timeout_is_a_waiting_rank() -> None:
     line = "RuntimeError: Timed out waiting 600000ms for recv/send operation to complete"
     assert "host-work-timeout" in {h.entry_id for h in _hits(line)}
+
 
 def test_pipelinings_microbatch_check_outweighs_the_plain_exception() -> None:
     assert _strongest_root_cause("ValueError: Expecting 4 arg_mbs but got 2") == "pipeline-p2p-shape-mismatch"

@@ -145,7 +145,6 @@ def test_tokenising_rank_and_store_timeout_give_the_preprocessing_phase() -> Non
     assert {"signal:store-timeout", "signal:barrier", "phase:preprocessing"} <= rep.signals
 
 
-
 @pytest.mark.parametrize(
     "line",
     [
@@ -162,6 +161,7 @@ def test_a_flight_recorder_dump_alone_marks_a_hang(line: str) -> None:
     signal), so an excerpt that shows only the dump lines (batch co's pytorch#137523) is still a hang."""
     rep = _report(line)
     assert rep.is_hang
+
 
 def test_no_hang_in_a_plain_crash() -> None:
     rep = _report("Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\nKeyError: 'x'")
