@@ -105,7 +105,7 @@ def test_real_op_mismatch_blames_rank_2(fmt: str) -> None:
     main = found.findings[0]
     assert (main.pg_name, main.collective_seq_id, main.others) == ("0", 4, (0, 1, 3))
     assert "op" in main.differs
-    assert found.evidence[0] == "pg 0 (default_pg) seq 4: rank 2 all_gather [[4]] vs ranks 0,1,3 all_reduce [[4]]"
+    assert found.evidence[0] == "pg 0 (default_pg) seq 4: rank 2 all_gather [[4]] vs ranks 0, 1, 3 all_reduce [[4]]"
     if fmt == "pickle":
         assert found.frames[0].name == "all_gather"
         assert found.frames[-1].filename.endswith("make_dumps.py")
@@ -120,7 +120,7 @@ def test_real_size_mismatch_blames_rank_1(fmt: str) -> None:
     main = found.findings[0]
     assert main.collective_seq_id == 4
     assert "input_sizes" in main.differs and "op" not in main.differs
-    assert "rank 1 all_reduce [[8]] vs ranks 0,2,3 all_reduce [[4]]" in main.evidence
+    assert "rank 1 all_reduce [[8]] vs ranks 0, 2, 3 all_reduce [[4]]" in main.evidence
 
 
 @pytest.mark.parametrize("fmt", ["pickle", "json"])
@@ -139,7 +139,7 @@ def test_real_missing_rank_blames_rank_3(fmt: str) -> None:
 def test_real_missing_dump_is_reported_and_blamed_when_nothing_else_is() -> None:
     found = analyse_flight_recorder(load("healthy", ranks=(0, 1, 3)))
     assert (found.kind, found.blamed_ranks, found.missing_dumps) == ("missing-dump", (2,), (2,))
-    assert found.evidence == ("no Flight Recorder dump from rank 2 (dumps from ranks 0,1,3)",)
+    assert found.evidence == ("no Flight Recorder dump from rank 2 (dumps from ranks 0, 1, 3)",)
 
 
 def test_missing_dump_does_not_hide_the_mismatch() -> None:
@@ -190,7 +190,7 @@ def test_only_the_first_mismatch_of_a_group_is_reported() -> None:
     assert len(found.findings) == 1
     main = found.findings[0]
     assert (main.collective_seq_id, main.ranks, main.differs) == (2, (1,), ("input_dtypes", "output_dtypes"))
-    assert "rank 1 all_reduce [[4]] BFloat16 vs ranks 0,2,3 all_reduce [[4]]" in main.evidence
+    assert "rank 1 all_reduce [[4]] BFloat16 vs ranks 0, 2, 3 all_reduce [[4]]" in main.evidence
 
 
 def test_shapes_are_not_compared_where_they_may_differ() -> None:
@@ -270,7 +270,7 @@ def test_many_ranks_are_summarised_as_ranges() -> None:
     dumps = {r: dump(r, [entry(1), entry(2)] if r != 700 else [entry(1)]) for r in range(1024)}
     found = analyse_flight_recorder(dumps)
     assert found.blamed_ranks == (700,)
-    assert "ranks 0-699,701-1023 reached seq 2" in found.evidence[0]
+    assert "ranks 0-699, 701-1023 reached seq 2" in found.evidence[0]
 
 
 def test_large_dumps_stay_linear() -> None:

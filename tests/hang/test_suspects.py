@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from denpex_ml.hang.phase import Phase
-from denpex_ml.hang.suspects import MAX_SUSPECTS, HangFacts, rank_suspects
+from denpex_ml.hang.suspects import MAX_SUSPECTS, HangFacts, rank_suspects, ranks_text
 
 RANKS = tuple(range(16))
 TRAINING = {k: Phase.TRAINING for k in RANKS}
@@ -243,3 +243,13 @@ def test_the_rank_that_printed_another_value_than_all_the_others_is_a_suspect_be
         ranks=(0, 1, 2, 3), odd_values=odd, flight_recorder_blamed=(0, 2), flight_recorder_kind="missing-dump"
     )
     assert rank_suspects(missing).ranks == (1,)
+
+
+def test_ranks_are_named_one_way_in_evidence_advice_and_the_report() -> None:
+    # the one formatter the hang analysis, its advice and the Flight Recorder reading share
+    assert ranks_text([2]) == "rank 2"
+    assert ranks_text([1, 0, 1]) == "ranks 0, 1"  # sorted, each rank once; a pair is no range
+    assert ranks_text([*range(512), *range(513, 1024)]) == "ranks 0-511, 513-1023"
+    assert ranks_text([3, 4, 5, 7], noun=False) == "3-5, 7"
+    assert ranks_text(range(0, 40, 2), max_runs=3) == "ranks 0, 2, 4, … (20 ranks)"
+    assert ranks_text([]) == "no rank"

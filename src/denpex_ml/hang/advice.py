@@ -14,6 +14,7 @@ from typing import Any
 
 from denpex_ml.hang.analysis import HangReport
 from denpex_ml.hang.phase import Phase
+from denpex_ml.hang.suspects import ranks_text
 from denpex_ml.taxonomy import Taxonomy
 from denpex_ml.taxonomy.groups import HANG_IDS, TRANSPORT_IDS
 
@@ -207,15 +208,6 @@ def advise(
     return HangAdvice(tuple(competing), tuple(tell), tuple(collect), seen)
 
 
-def _ranks(ranks: Sequence[int], limit: int = 6) -> str:
-    """``rank 3`` / ``ranks 0, 1, 2`` / ``ranks 0, 1, 2, 3, 4, 5 and 58 more``."""
-    rs = sorted(ranks)
-    if len(rs) == 1:
-        return f"rank {rs[0]}"
-    head = ", ".join(map(str, rs[:limit]))
-    return f"ranks {head}" + (f" and {len(rs) - limit} more" if len(rs) > limit else "")
-
-
 def observed(report: HangReport, limit: int = 4) -> tuple[str, ...]:
     """What this log itself shows that bears on the rival hang classes, in plain words: where the
     ranks wait (different SeqNums: some ranks issued collectives the others never reached; one
@@ -228,7 +220,9 @@ def observed(report: HangReport, limit: int = 4) -> tuple[str, ...]:
     for st in report.ranks:
         if st.seq is not None and st.collective:
             where.setdefault(st.collective, []).append(st.rank)
-    groups = "; ".join(f"{_ranks(rs)} in {c}" for c, rs in list(where.items())[:3]) + ("; …" if len(where) > 3 else "")
+    groups = "; ".join(f"{ranks_text(rs)} in {c}" for c, rs in list(where.items())[:3]) + (
+        "; …" if len(where) > 3 else ""
+    )
     if len(where) > 1 and "signal:seq-spread" in sig:
         out.append(
             f"the ranks wait at different SeqNums ({groups}): some ranks issued collectives the others never reached"
@@ -248,18 +242,18 @@ def observed(report: HangReport, limit: int = 4) -> tuple[str, ...]:
         ]
         if never:
             out.append(
-                f"{_ranks(never)} never entered the stuck collective (its last enqueued work is its last completed)"
+                f"{ranks_text(never)} never entered the stuck collective (its last enqueued work is its last completed)"
             )
     waiting = [st.rank for st in report.ranks if st.state == "waiting"]
     quiet = [st.rank for st in report.ranks if st.state in ("running", "silent")]
     if waiting and quiet:
         out.append(
-            f"{_ranks(quiet)} printed no timeout while {_ranks(waiting)} timed out waiting: the others wait for "
+            f"{ranks_text(quiet)} printed no timeout while {ranks_text(waiting)} timed out waiting: the others wait for "
             + ("it" if len(quiet) == 1 else "them")
             + " (busy on the host, or on another code path)"
         )
     if report.absent:
-        out.append(f"{_ranks(report.absent)} printed nothing at all")
+        out.append(f"{ranks_text(report.absent)} printed nothing at all")
     busy = [st for st in report.ranks if st.rank in report.suspects and st.phase is not Phase.UNKNOWN]
     for st in busy[:2]:
         out.append(f"rank {st.rank}, which the others wait for, was in {st.phase.value} when they timed out")

@@ -40,7 +40,7 @@ from denpex_ml.features.structure import CollectiveState, StructureFeatures
 from denpex_ml.hang.frames import exchanges_p2p, gathers_sharded_params
 from denpex_ml.hang.phase import PHASES, Phase, phase_of
 from denpex_ml.hang.scan import StreamScan, odd_values, scan_streams
-from denpex_ml.hang.suspects import PARAM_GATHER_OPS, HangFacts, rank_suspects
+from denpex_ml.hang.suspects import PARAM_GATHER_OPS, HangFacts, rank_suspects, ranks_text
 from denpex_ml.logs.bundle import LogBundle
 
 __all__ = [
@@ -201,7 +201,7 @@ class HangReport:
                 + "; ".join(self.reasons[:3])
             )
         if self.absent:
-            out.append(f"  ranks that printed nothing: {_ranges(self.absent)}")
+            out.append(f"  ranks that printed nothing: {ranks_text(self.absent, noun=False)}")
         if self.flight_recorder:
             for ev in list(self.flight_recorder.get("evidence", []))[:3]:
                 out.append(f"  Flight Recorder: {ev}")
@@ -215,22 +215,6 @@ class HangReport:
                 bits.append("in " + " > ".join(r.frames[-3:]))
             out.append("  " + ", ".join(bits))
         return out
-
-
-def _ranges(ranks: Sequence[int]) -> str:
-    out: list[str] = []
-    start = prev = None
-    for r in ranks:
-        if start is None:
-            start = prev = r
-        elif prev is not None and r == prev + 1:
-            prev = r
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = r
-    if start is not None:
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ", ".join(out)
 
 
 def _collective_text(c: CollectiveState, pg: str | None) -> str:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from denpex_ml.errors import InvalidInputError
+from denpex_ml.hang.suspects import ranks_text
 from denpex_ml.logs.flight_recorder import FlightRecorderDump, FREntry, FRFrame
 
 __all__ = ["FRFinding", "FRStuckEntry", "FlightRecorderFindings", "analyse_flight_recorder"]
@@ -237,7 +238,7 @@ def analyse_flight_recorder(dumps: Mapping[int, FlightRecorderDump]) -> FlightRe
     >>> found.kind, found.blamed_ranks
     ('mismatch', (1,))
     >>> found.evidence[0]
-    'pg 0 (default_pg) seq 7: rank 1 all_gather [[4]] vs ranks 0,2 all_reduce [[4]]'
+    'pg 0 (default_pg) seq 7: rank 1 all_gather [[4]] vs ranks 0, 2 all_reduce [[4]]'
     """
     for rank, dump in dumps.items():
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
@@ -270,7 +271,7 @@ def analyse_flight_recorder(dumps: Mapping[int, FlightRecorderDump]) -> FlightRe
                 ranks=missing,
                 others=ranks,
                 differs=(),
-                evidence=f"no Flight Recorder dump from {_ranks_text(missing)} (dumps from {_ranks_text(ranks)})",
+                evidence=f"no Flight Recorder dump from {ranks_text(missing)} (dumps from {ranks_text(ranks)})",
             )
         )
     findings.sort(key=lambda f: (_KIND_ORDER[f.kind], f.time_ns is None, f.time_ns or 0, f.pg_name))
@@ -377,8 +378,8 @@ def _mismatch_finding(group: _Group, seq: int, classes: Mapping[tuple[_Signature
     differs: set[str] = set()
     for sig, _ in ordered[1:]:
         differs.update(_differences(sig, majority_sig))
-    sides = [f"{_ranks_text(rs)} {_entries_text(group.by_rank[rs[0]][seq])}" for _, rs in ordered[1:]]
-    base = f"{_ranks_text(majority)} {_entries_text(group.by_rank[majority[0]][seq])}"
+    sides = [f"{ranks_text(rs)} {_entries_text(group.by_rank[rs[0]][seq])}" for _, rs in ordered[1:]]
+    base = f"{ranks_text(majority)} {_entries_text(group.by_rank[majority[0]][seq])}"
     text = f"{_pg_text(group)} seq {seq}: {'; '.join(sides)} vs {base}"
     aspects = tuple(a for a in (*_ASPECTS, "count") if a in differs)
     if "op" not in differs:  # a different op shows in the text; other differences are named
@@ -421,14 +422,14 @@ def _lagging(group: _Group, members: Sequence[int], dumps: Mapping[int, FlightRe
     reference = _first_entry_at(group, ahead, target) or _first_entry_at(group, ahead, front)
     what = f" ({_entries_text([reference])})" if reference and reference.collective_seq_id == target else ""
     parts = [
-        f"{_ranks_text([r])} last entered seq {last[r]}" if last[r] else f"{_ranks_text([r])} entered none"
+        f"{ranks_text([r])} last entered seq {last[r]}" if last[r] else f"{ranks_text([r])} entered none"
         for r in behind[:4]
     ]
     if len(behind) > 4:
         parts.append(f"{len(behind) - 4} more behind")
     text = (
-        f"{_pg_text(group)} seq {target}: {', '.join(parts)}; {_ranks_text(ahead)} reached seq {front} - "
-        f"seq {target}{what} was never entered by {_ranks_text(r for r in behind if last[r] == lowest)}"
+        f"{_pg_text(group)} seq {target}: {', '.join(parts)}; {ranks_text(ahead)} reached seq {front} - "
+        f"seq {target}{what} was never entered by {ranks_text(r for r in behind if last[r] == lowest)}"
     )
     first = behind[0]
     own = group.by_rank.get(first, {})
@@ -537,26 +538,6 @@ def _entries_text(entries: Sequence[FREntry]) -> str:
 def _sizes_text(sizes: tuple[tuple[int, ...], ...]) -> str:
     shown = ",".join("[" + ",".join(str(d) for d in s[:6]) + (",..." if len(s) > 6 else "") + "]" for s in sizes[:4])
     return f"[{shown}{',...' if len(sizes) > 4 else ''}]"
-
-
-def _ranks_text(ranks: Iterable[int]) -> str:
-    """``rank 2`` / ``ranks 0,1,3`` / ``ranks 0-511,513-1023`` (at most 8 runs shown)."""
-    ordered = sorted(set(ranks))
-    if not ordered:
-        return "no rank"
-    if len(ordered) == 1:
-        return f"rank {ordered[0]}"
-    runs: list[str] = []
-    start = prev = ordered[0] if ordered else 0
-    for r in [*ordered[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        runs.append(str(start) if start == prev else f"{start},{prev}" if prev == start + 1 else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    shown = ",".join(runs[:8]) + (f",... ({len(ordered)} ranks)" if len(runs) > 8 else "")
-    return f"ranks {shown}"
 
 
 def _cut(text: str) -> str:

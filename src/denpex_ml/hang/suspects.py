@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from denpex_ml.hang.phase import Phase
 
-__all__ = ["MAX_SUSPECTS", "PARAM_GATHER_OPS", "RULES", "HangFacts", "Suspects", "rank_suspects"]
+__all__ = ["MAX_SUSPECTS", "PARAM_GATHER_OPS", "RULES", "HangFacts", "Suspects", "rank_suspects", "ranks_text"]
 
 #: The most ranks named as suspects.
 MAX_SUSPECTS = 8
@@ -234,3 +234,26 @@ def rank_suspects(facts: HangFacts) -> Suspects:
     if len(facts.dump_firsts) == 1 and len(facts.ranks) > 1:
         return Suspects(reasons=(f"rank {facts.dump_firsts[0]}'s own watchdog fired first",))
     return Suspects()
+
+
+def ranks_text(ranks: Iterable[int], *, noun: bool = True, max_runs: int = 8) -> str:
+    """How the hang analysis names a set of ranks in its evidence and advice: ``rank 2``,
+    ``ranks 0, 1``, ``ranks 0-511, 513-1023`` (a run of three or more consecutive ranks as a
+    range; past ``max_runs`` runs, ``…`` and the count). ``noun=False`` leaves out the leading
+    ``rank`` / ``ranks``; no rank at all reads ``no rank``."""
+    ordered = sorted(set(ranks))
+    if not ordered:
+        return "no rank"
+    runs: list[str] = []
+    start = prev = ordered[0]
+    for r in [*ordered[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        runs.append(f"{start}-{prev}" if prev >= start + 2 else ", ".join(map(str, range(start, prev + 1))))
+        if r is not None:
+            start = prev = r
+    shown = ", ".join(runs[:max_runs]) + (f", … ({len(ordered)} ranks)" if len(runs) > max_runs else "")
+    if not noun:
+        return shown
+    return f"rank {shown}" if len(ordered) == 1 else f"ranks {shown}"
