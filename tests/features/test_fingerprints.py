@@ -2890,6 +2890,34 @@ def test_wordings_read_from_batches_cn_and_co(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "AssertionError: MMCV==2.2.0 is used but incompatible. Please install mmcv>=2.0.0rc4.",
+        "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do so you have two options",
+        "A module that was compiled using NumPy 1.x cannot be run in",
+        "AttributeError: module 'distutils' has no attribute 'version'",
+        "Exception: Version mismatch: The cluster was started with:",
+        "NotImplementedError: Operator aten.native_layer_norm_backward.default does not have a sharding strategy registered.",
+        "TypeError: Descriptors cannot not be created directly.",
+    ],
+)
+def test_version_breaks_read_from_batch_cq_lie_outside_the_taxonomy(line: str) -> None:
+    """Read from batch cq after it was scored: an OpenMMLab version guard, torch.load's
+    weights_only default (PyTorch 2.6), NumPy 2's ABI break, setuptools without distutils.version,
+    a Ray driver/cluster version mismatch, an operator DTensor cannot shard, protobuf 4 refusing
+    old generated code. Each outweighs the entries an exception line alone suggests (an
+    AttributeError on a module reads as missing-module)."""
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+
+
+def test_a_bus_error_message_cut_before_shared_memory_is_still_the_dataloader() -> None:
+    # batch cq: the worker's message wrapped onto a second line after "insufficient"
+    line = "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient"
+    assert _strongest_root_cause(line) == "dataloader-shm-bus-error"
+
+
 def test_gloos_combined_recv_send_timeout_is_a_waiting_rank() -> None:
     line = "RuntimeError: Timed out waiting 600000ms for recv/send operation to complete"
     assert "host-work-timeout" in {h.entry_id for h in _hits(line)}
