@@ -29,6 +29,9 @@ names any rank decides, and its reason goes with it:
 
 When no rule names a rank and exactly one rank says its own watchdog fired first, that is
 given as the reason (without a suspect). At most :data:`MAX_SUSPECTS` ranks are named.
+
+:func:`ranks_text` is how the whole hang analysis names a set of ranks in words (its report,
+its advice, the Flight Recorder reading), so that one rank list reads the same everywhere.
 """
 
 from __future__ import annotations
