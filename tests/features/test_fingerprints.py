@@ -2918,6 +2918,23 @@ def test_a_bus_error_message_cut_before_shared_memory_is_still_the_dataloader() 
     assert _strongest_root_cause(line) == "dataloader-shm-bus-error"
 
 
+def test_wordings_read_from_batches_cr_and_cs_after_they_were_scored() -> None:
+    # PaddlePaddle's launcher reporting a SIGKILLed trainer (the kernel OOM killer on one machine)
+    paddle = (
+        "Container rank 0 status failed cmd ['/usr/bin/python', '-u', 'tools/train.py'] code -9 log"
+        " ./debug/workerlog.0"
+    )
+    assert "host-oom" in {h.entry_id for h in _hits(paddle)}
+    assert "host-oom" not in {h.entry_id for h in _hits("Container rank 0 status failed cmd ['python'] code 1")}
+    # the store-based barrier's timeout, quoted in lower case
+    lower = "timed out initializing process group in store based barrier on rank 3"
+    assert _strongest_root_cause(lower) == "nccl-init-failure"
+    # an ssh login refused for an MPI launcher: nothing of the job ran, not a file's permissions
+    ssh = "root@node-a: Permission denied (publickey,password)."
+    hit = _outside(ssh)
+    assert hit is not None and hit.entry_id == "unknown"
+
+
 def test_gloos_combined_recv_send_timeout_is_a_waiting_rank() -> None:
     line = "RuntimeError: Timed out waiting 600000ms for recv/send operation to complete"
     assert "host-work-timeout" in {h.entry_id for h in _hits(line)}

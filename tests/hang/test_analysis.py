@@ -334,6 +334,8 @@ def test_an_inference_engine_reporting_its_own_stall_is_a_hang() -> None:
     assert not _report("INFO [shm_broadcast.py:289] vLLM message queue communication handle: Handle(...)\n").is_hang
     sglang = "[2026-05-26 13:36:14 TP5] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n"
     assert _report(sglang).is_hang
+    newer = "Scheduler watchdog timeout (watchdog_timeout=300, soft=False)\n"  # later SGLang drops "self."
+    assert _report(newer).is_hang
     assert not _report("[2026-05-26 13:30:02] server_args=ServerArgs(watchdog_timeout=300, tp_size=8)\n").is_hang
 
 

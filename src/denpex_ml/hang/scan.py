@@ -105,7 +105,7 @@ _OTHER_HANG = re.compile(
 #: SGLang's scheduler watchdog found a TP scheduler that stopped making progress, or a rank finished
 #: loading weights and waited in vain for the others
 _ENGINE_STALL = re.compile(
-    r"No available shared memory broadcast block found in \d+ seconds?|Scheduler watchdog timeout \(self\.watchdog_timeout=|"
+    r"No available shared memory broadcast block found in \d+ seconds?|Scheduler watchdog timeout \((?:self\.)?watchdog_timeout=|"
     r"Engine iteration timed out|RPC call to \w+ timed out|"
     r"could finish the model loading, but there are other ranks that didn't finish loading"
 )
