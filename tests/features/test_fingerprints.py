@@ -2935,6 +2935,32 @@ def test_wordings_read_from_batches_cr_and_cs_after_they_were_scored() -> None:
     assert hit is not None and hit.entry_id == "unknown"
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            'OSError: [WinError 126] The specified module could not be found. Error loading'
+            ' "C:\\venv\\lib\\site-packages\\torch\\lib\\shm.dll" or one of its dependencies.',
+            "missing-module",
+        ),
+        ("enforce fail at CPUAllocator.cpp:56] posix_memalign(&data, gAlignment, nbytes) == 0. 12 vs 0", "host-oom"),
+        ("RuntimeError: Expected a 'cuda' device type for generator but found 'cpu'", "tensor-device-mismatch"),
+        ("RuntimeError: Only CUDA dense tensor is supported for NCCL collective operations", "tensor-device-mismatch"),
+        ("Failed to initialize NVML: Insufficient Permissions", "permission-denied"),
+    ],
+)
+def test_wordings_read_from_batch_ct_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_a_paging_file_too_small_stays_host_memory_beside_the_dll_rule() -> None:
+    line = (
+        'OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading'
+        ' "D:\\envs\\lib\\site-packages\\torch\\lib\\cudnn_cnn_infer64_8.dll" or one of its dependencies.'
+    )
+    assert _strongest_root_cause(line) == "host-oom"
+
+
 def test_gloos_combined_recv_send_timeout_is_a_waiting_rank() -> None:
     line = "RuntimeError: Timed out waiting 600000ms for recv/send operation to complete"
     assert "host-work-timeout" in {h.entry_id for h in _hits(line)}
