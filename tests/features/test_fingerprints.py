@@ -2921,8 +2921,7 @@ def test_a_bus_error_message_cut_before_shared_memory_is_still_the_dataloader() 
 def test_wordings_read_from_batches_cr_and_cs_after_they_were_scored() -> None:
     # PaddlePaddle's launcher reporting a SIGKILLed trainer (the kernel OOM killer on one machine)
     paddle = (
-        "Container rank 0 status failed cmd ['/usr/bin/python', '-u', 'tools/train.py'] code -9 log"
-        " ./debug/workerlog.0"
+        "Container rank 0 status failed cmd ['/usr/bin/python', '-u', 'tools/train.py'] code -9 log ./debug/workerlog.0"
     )
     assert "host-oom" in {h.entry_id for h in _hits(paddle)}
     assert "host-oom" not in {h.entry_id for h in _hits("Container rank 0 status failed cmd ['python'] code 1")}
@@ -2939,7 +2938,7 @@ def test_wordings_read_from_batches_cr_and_cs_after_they_were_scored() -> None:
     ("line", "entry"),
     [
         (
-            'OSError: [WinError 126] The specified module could not be found. Error loading'
+            "OSError: [WinError 126] The specified module could not be found. Error loading"
             ' "C:\\venv\\lib\\site-packages\\torch\\lib\\shm.dll" or one of its dependencies.',
             "missing-module",
         ),
@@ -2955,7 +2954,7 @@ def test_wordings_read_from_batch_ct_after_it_was_scored(line: str, entry: str) 
 
 def test_a_paging_file_too_small_stays_host_memory_beside_the_dll_rule() -> None:
     line = (
-        'OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading'
+        "OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading"
         ' "D:\\envs\\lib\\site-packages\\torch\\lib\\cudnn_cnn_infer64_8.dll" or one of its dependencies.'
     )
     assert _strongest_root_cause(line) == "host-oom"
