@@ -2952,6 +2952,22 @@ def test_wordings_read_from_batch_ct_after_it_was_scored(line: str, entry: str) 
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        # abseil's failure handler when the faulting address is null
+        (
+            "*** SIGSEGV (@(nil)), see gl__________46#s15 received by PID 29436 (TID 30881) on cpu 66; stack trace: ***",
+            "segfault-native-crash",
+        ),
+        ("Launching horovod task function was not successful:", "nccl-init-failure"),
+        ("Cannot retrieve Static function, error: 218", "cuda-driver-mismatch"),
+    ],
+)
+def test_wordings_read_from_batches_cu_and_cv_after_they_were_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_a_paging_file_too_small_stays_host_memory_beside_the_dll_rule() -> None:
     line = (
         "OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading"
