@@ -2968,6 +2968,42 @@ def test_wordings_read_from_batches_cu_and_cv_after_they_were_scored(line: str, 
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("node-a:1:2 [0] NCCL WARN Error : too many XML nodes (max 256)", "nccl-init-failure"),
+        (
+            "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be"
+            " stored in KV cache (3664). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`",
+            "cuda-oom",
+        ),
+        (
+            "[ERROR] PRE_ACT(54175,fffdbcff91e0,python):2024-10-22-11:24:55.301.443 [mindspore/ccsrc/backend/common/"
+            "mem_reuse/mem_dynamic_allocator.cc:392] AddMemBlockAndMemBufByEagerFree] TotalUsedMemStatistics :"
+            " 29356337664 plus TotalUsedByEventMemStatistics : 0 and plus alloc size : 301990400 is more than total"
+            " mem size : 29464985600.",
+            "cuda-oom",
+        ),
+        (
+            "E0302 09:15:07.980796     7 rdma_transport.cpp:106] RdmaTransport: cannot initialize RDMA resources",
+            "nccl-init-failure",
+        ),
+        (
+            "E0421 11:56:59.774282  709103 nixl_agent.cpp:259] getPluginParams: backend 'UCX' not found",
+            "missing-module",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_cw_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_fp16_gradients_refused_by_the_grad_scaler_lie_outside_the_taxonomy() -> None:
+    """All held logs with torch.amp's refusal are labelled outside the taxonomy (a usage error)."""
+    hit = _outside("ValueError: Attempting to unscale FP16 gradients.")
+    assert hit is not None and hit.entry_id == "unknown"
+
+
 def test_a_paging_file_too_small_stays_host_memory_beside_the_dll_rule() -> None:
     line = (
         "OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading"
