@@ -81,28 +81,6 @@ def test_the_threshold_maximises_accuracy_with_abstention() -> None:
     assert 0.3 < t <= 0.45  # catches both unknown rows, keeps both known ones answered
 
 
-def test_a_flat_accuracy_band_gives_its_middle_not_its_edge() -> None:
-    """Every threshold between the known rows' P(outside) (0.1) and the unknown rows' (0.8) is
-    equally right: the argmax would take the band's low edge, where one more known row with a
-    slightly higher score would flip the choice; the middle of the band stays put."""
-    n = 200
-    P = np.tile([[0.9, 0.1]], (2 * n, 1))
-    y = np.array([0] * n + [-1] * n)
-    p_out = np.array([0.1] * n + [0.8] * n)
-    t = choose_outside_threshold(p_out, P, y)
-    assert 0.4 <= t <= 0.5  # the band runs from 0.125 to 0.8
-
-
-def test_a_sharp_best_threshold_is_kept() -> None:
-    """Known rows just below the unknown ones: only 0.5 separates them, and its neighbours each
-    lose 100 of 200 rows, far more than the paired standard error (10)."""
-    n = 100
-    P = np.tile([[0.9, 0.1]], (2 * n, 1))
-    y = np.array([0] * n + [-1] * n)
-    p_out = np.array([0.49] * n + [0.5] * n)
-    assert choose_outside_threshold(p_out, P, y) == 0.5
-
-
 def _attach(model: DenpexModel) -> OutsideDetector:
     w = n_outside_features(model.head.layout)
     rng = np.random.default_rng(0)
