@@ -2998,6 +2998,47 @@ def test_wordings_read_from_batch_cw_after_it_was_scored(line: str, entry: str) 
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "ValueError: Weight input_size_per_partition = 7392 is not divisible by min_thread_k = 128."
+            " Consider reducing tensor_parallel_size or running with --quantization gptq.",
+            "unknown",
+        ),
+        (
+            "ValueError: The input size is not aligned with the quantized weight shape. This can be caused by"
+            " too large tensor parallel size.",
+            "unknown",
+        ),
+        (
+            "RuntimeError: world_size (8) is not equal to tensor_model_parallel_size (1) x"
+            " pipeline_model_parallel_size (1).",
+            "unknown",
+        ),
+        ("ValueError: You need to use at least 2 processes to use --multi_gpu", "unknown"),
+        ("ValueError: Total available GPUs 16.0 is less than total desired GPUs 32", "unknown"),
+        (
+            "ERROR 10-11 16:03:09 engine.py:157] ValueError: base_model.model.lm_head.weight is unsupported LoRA weight",
+            "unknown",
+        ),
+        (
+            "ValueError: The generation config instance is invalid -- `.validate()` throws warnings and/or"
+            " exceptions. Fix these issues to save the configuration.",
+            "unknown",
+        ),
+        (
+            "  Warning  Evicted   109s  kubelet   Pod ephemeral local storage usage exceeds the total limit of"
+            " containers 5Gi.",
+            "storage-io-failure",
+        ),
+        ("ValueError('signal only works in main thread')", "uncaught-exception-crash"),
+    ],
+)
+def test_wordings_read_from_batch_cx_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_fp16_gradients_refused_by_the_grad_scaler_lie_outside_the_taxonomy() -> None:
     """All held logs with torch.amp's refusal are labelled outside the taxonomy (a usage error)."""
     hit = _outside("ValueError: Attempting to unscale FP16 gradients.")
