@@ -3039,6 +3039,48 @@ def test_wordings_read_from_batch_cx_after_it_was_scored(line: str, entry: str) 
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "(VllmWorker TP2 pid=83) ERROR 08-11 21:42:14 [multiproc_executor.py:559] ValueError: <class"
+            " 'transformers.models.glm4v_moe.modeling_glm4v_moe.Glm4vMoeModel'> does not support tensor parallel yet!",
+            "unknown",
+        ),
+        ("AssertionError: Tensor-parallel is not supported for Gemma3ForConditionalGeneration", "unknown"),
+        (
+            "AssertionError: FP8 execution requires 2D input matrices with height divisible by 8 and width divisible"
+            " by 16, but got tensor with dims=[1, 256]",
+            "unknown",
+        ),
+        (
+            "[rank1]: RuntimeError: Expected trailing dimension of mat1 to be divisible by 16 but got mat1 shape:"
+            " (32x8).",
+            "unknown",
+        ),
+        (
+            "[rank0]: KeyError: \"Invalid mesh_dim_names ('dp', 'cp') specified. Valid mesh_dim_names are"
+            " ['dp_replicate', 'dp_shard', 'cp', 'tp'].\"",
+            "unknown",
+        ),
+        ("ValueError: Number of devices 1 must equal the product of mesh_shape (1, 8)", "unknown"),
+        ("OSError: [Errno 121] Remote I/O error: 'logs/train/checkpoints'", "storage-io-failure"),
+        (
+            "(BaseWorkerMixin pid=79809) Warning: reader on shard 1 of the pipeline has been blocked more than 10.0s"
+            " waiting for other readers to catch up. All pipeline shards must be read from concurrently.",
+            "subset-rank-collective-hang",
+        ),
+        (
+            "2022-02-23 17:35:25.749201: F external/org_tensorflow/tensorflow/core/tpu/tpu_library_init_fns.inc:104]"
+            " TpuEmbeddingEngine_WriteParameters not available in this library.",
+            "cuda-driver-mismatch",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_cy_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 def test_fp16_gradients_refused_by_the_grad_scaler_lie_outside_the_taxonomy() -> None:
     """All held logs with torch.amp's refusal are labelled outside the taxonomy (a usage error)."""
     hit = _outside("ValueError: Attempting to unscale FP16 gradients.")
