@@ -3081,6 +3081,42 @@ def test_wordings_read_from_batch_cy_after_it_was_scored(line: str, entry: str) 
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "TypeError: SD3LoraLoaderMixin.save_lora_weights() got an unexpected keyword argument"
+            " 'text_encoder_lora_layers'",
+            "unknown",
+        ),
+        ("TypeError: __init__() got an unexpected keyword argument 'logging_dir'", "unknown"),
+        ("Error locating target 'audio_diffusion_pytorch.VDistribution', see chained exception above.", "unknown"),
+        ("RuntimeError: Found dtype Half but expected Float", "tensor-device-mismatch"),
+    ],
+)
+def test_wordings_read_from_batch_cz_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem,"
+            " or nvidia_peermem detected. Skipping transport.",
+            "nccl-init-failure",
+        ),
+        (
+            "node-a: fabric manager config file item: FABRIC_NODE_CONFIG_FILE has an invalid value",
+            "nvlink-xid74-fabric-manager",
+        ),
+    ],
+)
+def test_transport_wordings_read_from_older_pooled_misses(line: str, entry: str) -> None:
+    """NVSHMEM without GPUDirect RDMA and Fabric Manager refusing its config (bk, ci, bw: missed when scored)."""
+    assert _strongest_root_cause(line) == entry
+
+
 def test_fp16_gradients_refused_by_the_grad_scaler_lie_outside_the_taxonomy() -> None:
     """All held logs with torch.amp's refusal are labelled outside the taxonomy (a usage error)."""
     hit = _outside("ValueError: Attempting to unscale FP16 gradients.")
