@@ -3102,6 +3102,34 @@ def test_wordings_read_from_batch_cz_after_it_was_scored(line: str, entry: str) 
     ("line", "entry"),
     [
         (
+            "AssertionError: Tensor dimensions are not compatible for FP8 execution: (2048 % 8 != 0, 767 % 16 != 0)",
+            "unknown",
+        ),
+        ("num_stages (2) must divide distributed world size (1)", "unknown"),
+        (
+            ":3:hip_module.cpp           :669 : 14629861952 us: [pid:31113 tid:0x7fa5a37fe700] hipLaunchKernel:"
+            " Returned hipErrorInvalidDeviceFunction : ",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "UnexpectedStatusException: Error for Training job job-1: Failed. Reason: ClientError: Artifact upload"
+            " failed:Insufficient disk space",
+            "storage-io-failure",
+        ),
+        (
+            "RuntimeError: Invalid HABANA_VISIBLE_MODULES=5. Module IDs should be between 0 and 0.",
+            "duplicate-gpu-assignment",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_da_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
             "/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem,"
             " or nvidia_peermem detected. Skipping transport.",
             "nccl-init-failure",
