@@ -3130,6 +3130,32 @@ def test_wordings_read_from_batch_da_after_it_was_scored(line: str, entry: str) 
     ("line", "entry"),
     [
         (
+            "ValueError: Input length of input_ids is 512, but `max_length` is set to 512. This can lead to"
+            " unexpected behavior. You should consider increasing `max_length` or, better yet, setting"
+            " `max_new_tokens`.",
+            "unknown",
+        ),
+        (
+            "ValueError: The repository for winogrande contains custom code which must be executed to correctly"
+            " load the dataset.",
+            "unknown",
+        ),
+        (
+            "Unrecognized configuration class <class 'transformers_modules.chatglm2-6b.configuration_chatglm"
+            ".ChatGLMConfig'> for this kind of AutoModel: AutoModelForSequenceClassification.",
+            "unknown",
+        ),
+        ("RuntimeError: torch.cuda.MemPool doesn't currently support expandable_segments.", "uncaught-exception-crash"),
+    ],
+)
+def test_wordings_read_from_batch_db_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
             "/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem,"
             " or nvidia_peermem detected. Skipping transport.",
             "nccl-init-failure",
