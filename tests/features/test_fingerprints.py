@@ -3155,6 +3155,42 @@ def test_wordings_read_from_batch_db_after_it_was_scored(line: str, entry: str) 
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
+        ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.", "unknown"),
+        (
+            "(Worker_TP1 pid=1304609) ERROR 06-08 16:56:54 [multiproc_executor.py:962] ValueError: While loading"
+            " /data/models/lora_adapter/checkpoint-200, expected target modules in {'k_proj', 'v_proj', 'q_proj',"
+            " 'o_proj', 'experts'} but received ['gate_up_proj']",
+            "unknown",
+        ),
+        (
+            "(SGLangEngine pid=1493437) [2026-05-21 16:07:41 DP6 TP6] Failed to update parameter online: start out"
+            " of range (expected to be in range of [-768, 768], but got 3072)",
+            "unknown",
+        ),
+        (
+            "ValueError: Rollout mode 'sync' has been removed. Please set `actor_rollout_ref.rollout.mode=async` to"
+            " use the native server rollout.",
+            "unknown",
+        ),
+        (
+            "(RolloutManager pid=519445) For more information check: https://developer.mozilla.org/en-US/docs/Web"
+            "/HTTP/Status/503, retrying... (attempt 60/60, url=http://10.0.0.1:4674/generate, response=No available"
+            " workers (all circuits open or unhealthy))",
+            "unknown",
+        ),
+        (
+            "AssertionError: Tensor dimensions are not compatible for FP8 execution: (1022 % 8 != 0, 4096 % 16 != 0)",
+            "unknown",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_dc_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
         (
             "/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem,"
             " or nvidia_peermem detected. Skipping transport.",
