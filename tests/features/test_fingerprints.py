@@ -3192,6 +3192,71 @@ def test_wordings_read_from_batch_dc_after_it_was_scored(line: str, entry: str) 
     ("line", "entry"),
     [
         (
+            "I0809 13:32:51.873541       1 health.go:185] XidCriticalError: Xid=94 on Device=GPU-3b6ec030; marking"
+            " device as unhealthy.",
+            "gpu-xid-ecc-error",
+        ),
+        (
+            "10.0.0.1: nvlsm: ibwarn: [15] umad_init: can't read ABI version from"
+            " /sys/class/infiniband_mad/abi_version (No such file or directory): is ib_umad module loaded?",
+            "nvlink-xid74-fabric-manager",
+        ),
+        ("    Status                            : Insufficient Resources", "nvlink-xid74-fabric-manager"),
+        (
+            "/repo/nvshmem_src/src/host/transport/transport.cpp:nvshmemi_transport_init:275: init failed for"
+            " transport: IBGDA",
+            "nccl-init-failure",
+        ),
+        ("ibgda_rc_init2rtr failed on RC #216.", "nccl-init-failure"),
+        (
+            "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "mpirun noticed that process rank 1 with PID 13580 on node 10.0.0.1 exited on signal 4 (Illegal"
+            " instruction).",
+            "segfault-native-crash",
+        ),
+        (
+            "RuntimeError: attempting to assign a gradient with device type 'cuda' to a tensor with device type"
+            " 'cpu'. Please ensure that the gradient and the tensor are on the same device",
+            "tensor-device-mismatch",
+        ),
+        ("dlrm_main/0 [0]:File fbgemm_gpu_py.so not found", "missing-module"),
+        (
+            "RuntimeError: The new group's rank should be within the the world_size set by init_process_group",
+            "unknown",
+        ),
+        (
+            "KeyError: \"A parameter in the optimizer couldn't be switched to its sharded version. This breaks the"
+            " training. Please raise an issue on GitHub.\"",
+            "unknown",
+        ),
+        (
+            "ValueError: You cannot create a DummyScheduler without specifying a scheduler in the config file.",
+            "unknown",
+        ),
+        (
+            "[rank5]: ValueError: For row-wise scaling, the leading dims of A_scale must match the leading dims of A"
+            " (A shape: torch.Size([5, 8192, 4096]), A_scale shape: torch.Size([40960, 1]))",
+            "unknown",
+        ),
+        (
+            "ValueError: The config file at accelerate_config_machine_single.yaml had unknown keys (['lr_scheduler']),"
+            " please try upgrading your `accelerate` version or fix (and potentially remove) these keys from your"
+            " config file.",
+            "unknown",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_dd_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
             "/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem,"
             " or nvidia_peermem detected. Skipping transport.",
             "nccl-init-failure",
