@@ -2427,10 +2427,12 @@ def test_wordings_read_from_batch_br(line: str, entry: str) -> None:
         (" 93: !!!!!!! Segfault encountered !!!!!!!", "segfault-native-crash"),
         ("Segfault encountered", "segfault-native-crash"),
         ("Abort was called at 345 line in file:", "segfault-native-crash"),
+        # read again at batch de: a checkpoint that does not fit the model is labelled outside the taxonomy
+        # in 23 held logs and a crash in 12 (21 of 25 among the pooled unseen rows), so it answers `unknown`
         (
             "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n"
             "\tsize mismatch for model.layers.1.mlp.up_proj.weight: copying a param with shape torch.Size([2816, 1024])",
-            "uncaught-exception-crash",
+            "unknown",
         ),
     ],
 )
@@ -3250,6 +3252,59 @@ def test_wordings_read_from_batch_dc_after_it_was_scored(line: str, entry: str) 
     ],
 )
 def test_wordings_read_from_batch_dd_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "[1891044.581319] NVRM: nvCheckOkFailedNoLog: Check failed: NVLink fabric state cached by the driver is"
+            " out of sync [NV_ERR_FABRIC_STATE_OUT_OF_SYNC] (0x00000087) returned from status @"
+            " mem_multicast_fabric.c:2917",
+            "nvlink-xid74-fabric-manager",
+        ),
+        (
+            "[1746690477.974497] [node-a:611  :0]     ucp_context.c:1268 UCX  WARN  transports 'cuda_ipc','cuda_copy'"
+            " are not available, please use one or more of: mm, posix, self, shm, sm, sysv, tcp",
+            "nccl-init-failure",
+        ),
+        (
+            "[application][error] RegisterRdmaMemoryRegion failed! addr:0x7f00, size:943718400, accessFlag:15,"
+            " errno:22 (Invalid argument)",
+            "nccl-init-failure",
+        ),
+        (
+            'LibfabricError: code -93 ("Protocol not supported"), context: fi_mr_regattr',
+            "nccl-init-failure",
+        ),
+        (
+            "node-a vllm /tmp/nvshmem_src/src/host/init/init.cu:1034: non-zero status: 28 nvshmem detect topo failed",
+            "nccl-init-failure",
+        ),
+        (
+            "E0930 00:41:21.351561     199 nixl_plugin_manager.cpp:122] Failed to load plugin from"
+            " /usr/local/lib/python3.12/dist-packages/.nixl.mesonpy.libs/plugins/libplugin_GDS.so: libcudart.so.12:"
+            " cannot open shared object file: No such fi",
+            "missing-module",
+        ),
+        (
+            "[rank3]: AssertionError: Tensor size along dimension to be sharded must be divisible by mesh size",
+            "unknown",
+        ),
+        (
+            'Unexpected key(s) in state_dict: "module", "buffer_names", "optimizer", "param_shapes",'
+            ' "lr_scheduler".',
+            "unknown",
+        ),
+        (
+            "size mismatch for ema_model.transformer.input_embed.proj.weight: copying a param with shape"
+            " torch.Size([1024, 300]) from checkpoint, the shape in current model is torch.Size([1024, 712]).",
+            "unknown",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_de_after_it_was_scored(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
