@@ -3231,7 +3231,7 @@ def test_wordings_read_from_batch_dc_after_it_was_scored(line: str, entry: str) 
         ),
         (
             "KeyError: \"A parameter in the optimizer couldn't be switched to its sharded version. This breaks the"
-            " training. Please raise an issue on GitHub.\"",
+            ' training. Please raise an issue on GitHub."',
             "unknown",
         ),
         (
@@ -3293,8 +3293,7 @@ def test_wordings_read_from_batch_dd_after_it_was_scored(line: str, entry: str) 
             "unknown",
         ),
         (
-            'Unexpected key(s) in state_dict: "module", "buffer_names", "optimizer", "param_shapes",'
-            ' "lr_scheduler".',
+            'Unexpected key(s) in state_dict: "module", "buffer_names", "optimizer", "param_shapes", "lr_scheduler".',
             "unknown",
         ),
         (
