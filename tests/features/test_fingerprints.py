@@ -3311,6 +3311,26 @@ def test_wordings_read_from_batch_de_after_it_was_scored(line: str, entry: str) 
     ("line", "entry"),
     [
         (
+            "[rank4]: huggingface_hub.errors.EntryNotFoundError: 404 Client Error. (Request ID: Root=1-696f519b)",
+            "file-not-found",
+        ),
+        (
+            "[rank4]: Entry Not Found for url: https://huggingface.co/nvidia/model/resolve/main/model_ema_bf16.pt.",
+            "file-not-found",
+        ),
+        # the ECC Xid numbers as a health checker or DCGM reports them, not only through the device plugin
+        ("DCGM health check failed on node-a: GPU 3 reported Xid 94", "gpu-xid-ecc-error"),
+        ("gpu-health: XID=63 detected on GPU 0 (row remapping pending)", "gpu-xid-ecc-error"),
+    ],
+)
+def test_wordings_read_from_batch_df_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
             "/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem,"
             " or nvidia_peermem detected. Skipping transport.",
             "nccl-init-failure",
