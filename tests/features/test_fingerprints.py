@@ -3092,7 +3092,12 @@ def test_wordings_read_from_batch_cy_after_it_was_scored(line: str, entry: str) 
             "unknown",
         ),
         ("TypeError: __init__() got an unexpected keyword argument 'logging_dir'", "unknown"),
-        ("Error locating target 'audio_diffusion_pytorch.VDistribution', see chained exception above.", "unknown"),
+        # read again at batch dg: Hydra failing to import a _target_ is an import failure (two dg threads
+        # against this one), as "cannot import name" is
+        (
+            "Error locating target 'audio_diffusion_pytorch.VDistribution', see chained exception above.",
+            "missing-module",
+        ),
         ("RuntimeError: Found dtype Half but expected Float", "tensor-device-mismatch"),
     ],
 )
@@ -3324,6 +3329,39 @@ def test_wordings_read_from_batch_de_after_it_was_scored(line: str, entry: str) 
     ],
 )
 def test_wordings_read_from_batch_df_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "[rank0]: InstantiationException(\"Error locating target 'training.dataset.vos_dataset.VOSDataset',"
+            " set env var HYDRA_FULL_ERROR=1 to see chained exception.",
+            "missing-module",
+        ),
+        ("In 'hydra/config': Could not find 'hydra/launcher/submitit_local'", "missing-module"),
+        (
+            "Segmentation fault from GPU at 0xff00ffffff400000, ctx_id: 1 (CCS) type: 0 (NotPresent), level: 0 (PTE),"
+            " access: 0 (Read), banned: 1, aborting.",
+            "cuda-illegal-memory-access",
+        ),
+        ("RuntimeError: No rendezvous handler for env://", "nccl-init-failure"),
+        ("ckpt/global_step_101/actor/fsdp_config.json does not exist.", "file-not-found"),
+        (
+            "/opt/conda/conda-bld/pytorch_1659484810403/work/aten/src/aTen/native/cuda/ScatterGatherKernel.cu:365:"
+            ' operator(): block: [0,0,0], thread: [31,0,0] Assertion "idx_dim >= 0 && idx_dim< index_size &&'
+            ' "index out of bounds " failed.',
+            "cuda-device-side-assert",
+        ),
+        (
+            "OSError: /opt/venv/lib/python3.12/site-packages/_rocm_sdk_libraries_gfx94X_dcgpu/lib/librccl.so.1:"
+            " undefined symbol: _Z20ncclSymkGetKernelPtr16ncclSymkKernelIdi14ncclDataType_t",
+            "cuda-driver-mismatch",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_dg_after_it_was_scored(line: str, entry: str) -> None:
     assert _strongest_root_cause(line) == entry
 
 
