@@ -4,6 +4,7 @@
     python eval/prequential.py --pooled [N]      # the N most recent real batches together (default 6)
     python eval/prequential.py --calibration     # the model's confidence recalibration, judged batch by batch
     python eval/prequential.py --abstention [N]  # other abstention thresholds replayed on the N most recent batches
+    python eval/prequential.py --detector [N]  # other out-of-taxonomy detector thresholds replayed likewise
     python eval/prequential.py --files F.json ...  # the rows of these kept files pooled (a chosen model per batch)
 
 writes ``eval/prequential/<batch>__<tag>.json`` (figures per group and every row) and prints
@@ -23,6 +24,7 @@ from denpex_ml.dataset.prequential import (
     POOLED_BATCHES,
     abstention_replay,
     confidence_map_check,
+    detector_replay,
     pool_files,
     pool_latest,
     summarise,
@@ -63,6 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         "head-scale confidence against each threshold; approximate, see abstention_replay), and exit",
     )
     ap.add_argument(
+        "--detector",
+        type=int,
+        nargs="?",
+        const=POOLED_BATCHES,
+        default=None,
+        metavar="N",
+        help="replay other thresholds of the out-of-taxonomy detector on the N most recent real batches "
+        "pooled (each row's recorded detector probability; approximate, see detector_replay), and exit",
+    )
+    ap.add_argument(
         "--files",
         type=Path,
         nargs="+",
@@ -89,8 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         print("pooled: " + ", ".join(pooled["files"]))
         _print_table(pooled["summary"])
         return 0
-    if args.abstention is not None:
-        replay = abstention_replay(args.out_dir, last=args.abstention)
+    if args.abstention is not None or args.detector is not None:
+        if args.abstention is not None:
+            replay = abstention_replay(args.out_dir, last=args.abstention)
+        else:
+            replay = detector_replay(args.out_dir, last=args.detector)
         if replay is None:
             ap.error(f"no kept figures in {args.out_dir}")
         print(f"{'threshold':>9}{'accuracy':>10}{'known top1':>12}{'unk recall':>12}{'unk prec':>10}{'abstain':>9}")
@@ -99,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['threshold']:>9.2f}{r['accuracy']:>10.4f}{r['known_top1']:>12.4f}"
                 f"{r['unknown_recall']:>12.3f}{r['unknown_precision']:>10.3f}{int(r['abstentions']):>9d}"
             )
+        print(f"{int(replay[0]['n']) if replay else 0} rows replayed")
         return 0
     model = load_model(args.model, taxonomy_dirs=args.taxonomy) if args.batch or args.calibration else None
     if args.calibration:

@@ -12,6 +12,7 @@ from denpex_ml.dataset.prequential import (
     PrequentialRow,
     abstention_replay,
     confidence_map_check,
+    detector_replay,
     fit_confidence_map,
     load_prequential,
     pool_files,
@@ -259,3 +260,37 @@ def test_abstention_replay_reads_the_recorded_best_probability_of_a_detector_abs
     at_half, at_three_quarters = replay
     assert at_half["abstentions"] == 0 and at_half["known_top1"] == 1.0  # 0.7 >= 0.5: its best guess answers
     assert at_three_quarters["abstentions"] == 1  # read as 1 - 0.9 = 0.1 it would abstain at 0.5 too
+
+
+def test_detector_replay_moves_only_the_answers_the_detector_decided(tmp_path: Path) -> None:
+    """A known log the detector scored 0.4 abstains at a threshold of 0.35 and answers its best guess
+    at 0.45; an out-of-taxonomy log the detector scored 0.5 is caught at both; an abstention for a
+    failure the taxonomy places outside it stays `unknown` at every threshold, whatever the
+    detector said; a row of a model without a detector is left out."""
+
+    def scored(i: int, label: str, predicted: str, outside: float | None, reason: str | None = None) -> PrequentialRow:
+        return PrequentialRow(
+            **{
+                **_row(i, label, predicted).__dict__,
+                "top3": ("cuda-oom", "host-oom", "unknown"),
+                "unknown_reason": reason,
+                "outside_probability": outside,
+            }
+        )
+
+    rows = [
+        scored(0, "cuda-oom", "cuda-oom", 0.4),
+        scored(1, "unknown", "unknown", 0.5, "detector"),
+        scored(2, "unknown", "unknown", 0.01, "outside-fingerprint"),
+        scored(3, "cuda-oom", "cuda-oom", None),
+    ]
+    write_prequential(rows, tmp_path / "collected-a.jsonl__m.json", batch="collected-a.jsonl", model_id="default@m")
+    replay = detector_replay(tmp_path, thresholds=(0.35, 0.45, 0.9))
+    assert replay is not None
+    low, mid, high = replay
+    assert low["n"] == 3
+    assert low["abstentions"] == 3 and low["known_top1"] == 0.0 and low["unknown_precision"] == pytest.approx(2 / 3)
+    assert mid["abstentions"] == 2 and mid["known_top1"] == 1.0 and mid["unknown_recall"] == 1.0
+    # 0.9: the detector's own catch is answered by its best guess; the taxonomy's outside entry stays
+    assert high["abstentions"] == 1 and high["unknown_recall"] == 0.5 and high["accuracy"] == pytest.approx(2 / 3)
+    assert detector_replay(tmp_path / "none") is None

@@ -459,3 +459,67 @@ def abstention_replay(
             }
         )
     return out
+
+
+#: Out-of-taxonomy detector thresholds replayed by :func:`detector_replay`.
+DETECTOR_THRESHOLDS: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(4, 13))
+
+
+def detector_replay(
+    directory: str | Path,
+    *,
+    last: int = POOLED_BATCHES,
+    thresholds: Sequence[float] = DETECTOR_THRESHOLDS,
+) -> list[dict[str, float]] | None:
+    """What other thresholds of the out-of-taxonomy detector would have given on the pooled
+    batches (:func:`pool_latest`), each as scored by a model that had not seen it: a row whose
+    recorded ``outside_probability`` reaches the threshold is answered ``unknown``, any other by
+    its answer (an abstention the detector decided: by its first alternative). Rows the detector
+    did not decide keep their answer whatever the threshold: "no failure", and abstentions for a
+    failure the taxonomy knows to lie outside it or for the head's own doubt. Rows of models
+    without a detector (no ``outside_probability``) are left out. Approximate: each row carries its
+    own model's detector, and the family rule that keeps some answers above the threshold is not
+    replayed. Per threshold: ``accuracy`` (``unknown`` right only on out-of-taxonomy logs),
+    ``known_top1``, ``unknown_recall``, ``unknown_precision``, ``abstentions`` and ``n``.
+    ``None`` without kept files."""
+    payloads = _pooled_payloads(directory, last=last, among=None)
+    if payloads is None:
+        return None
+    p: list[float] = []
+    fixed: list[bool] = []  # answered without the detector: "no failure", or `unknown` for another reason
+    fixed_unknown: list[bool] = []
+    answer_right: list[bool] = []  # the answer when not abstaining: the row's own, or its best guess
+    is_unknown: list[bool] = []
+    for _, payload in payloads:
+        for r in payload["rows"]:
+            if r.get("predicted") == "error" or r.get("outside_probability") is None:
+                continue
+            predicted = r["predicted"]
+            other_reason = predicted == UNKNOWN_ID and r.get("unknown_reason") != "detector"
+            guess = (list(r.get("top3") or []) or [UNKNOWN_ID])[0] if predicted == UNKNOWN_ID else predicted
+            p.append(float(r["outside_probability"]))
+            fixed.append(predicted == NO_FAILURE_ID or other_reason)
+            fixed_unknown.append(other_reason)
+            answer_right.append(guess == r["label"])
+            is_unknown.append(r["label"] == UNKNOWN_ID)
+    prob = np.asarray(p, dtype=float)
+    keep = np.asarray(fixed, dtype=bool)
+    keep_unknown = np.asarray(fixed_unknown, dtype=bool)
+    right = np.asarray(answer_right, dtype=bool)
+    oot = np.asarray(is_unknown, dtype=bool)
+    out = []
+    for t in thresholds:
+        abstain = keep_unknown | (~keep & (prob >= t))
+        correct = np.where(abstain, oot, right)
+        out.append(
+            {
+                "threshold": float(t),
+                "accuracy": float(correct.mean()) if len(prob) else 0.0,
+                "known_top1": float(correct[~oot].mean()) if (~oot).any() else 0.0,
+                "unknown_recall": float(abstain[oot].mean()) if oot.any() else 0.0,
+                "unknown_precision": float(oot[abstain].mean()) if abstain.any() else 0.0,
+                "abstentions": float(abstain.sum()),
+                "n": float(len(prob)),
+            }
+        )
+    return out
