@@ -443,22 +443,22 @@ def abstention_replay(
     right = np.array(guess_right, dtype=bool)
     keep = np.array(kept, dtype=bool)
     oot = np.array(is_unknown, dtype=bool)
-    out = []
-    for t in thresholds:
-        abstain = (p < t) & ~keep
-        correct = np.where(abstain, oot, right)
-        out.append(
-            {
-                "threshold": float(t),
-                "accuracy": float(correct.mean()) if len(p) else 0.0,
-                "known_top1": float(correct[~oot].mean()) if (~oot).any() else 0.0,
-                "unknown_recall": float(abstain[oot].mean()) if oot.any() else 0.0,
-                "unknown_precision": float(oot[abstain].mean()) if abstain.any() else 0.0,
-                "abstentions": float(abstain.sum()),
-                "n": float(len(p)),
-            }
-        )
-    return out
+    return [_replayed(float(t), (p < t) & ~keep, right, oot) for t in thresholds]
+
+
+def _replayed(threshold: float, abstain: np.ndarray, right: np.ndarray, oot: np.ndarray) -> dict[str, float]:
+    """One replayed threshold's figures: abstentions count right only on out-of-taxonomy rows, any
+    other row by whether its answer was right."""
+    correct = np.where(abstain, oot, right)
+    return {
+        "threshold": threshold,
+        "accuracy": float(correct.mean()) if len(correct) else 0.0,
+        "known_top1": float(correct[~oot].mean()) if (~oot).any() else 0.0,
+        "unknown_recall": float(abstain[oot].mean()) if oot.any() else 0.0,
+        "unknown_precision": float(oot[abstain].mean()) if abstain.any() else 0.0,
+        "abstentions": float(abstain.sum()),
+        "n": float(len(correct)),
+    }
 
 
 #: Out-of-taxonomy detector thresholds replayed by :func:`detector_replay`.
@@ -507,19 +507,4 @@ def detector_replay(
     keep_unknown = np.asarray(fixed_unknown, dtype=bool)
     right = np.asarray(answer_right, dtype=bool)
     oot = np.asarray(is_unknown, dtype=bool)
-    out = []
-    for t in thresholds:
-        abstain = keep_unknown | (~keep & (prob >= t))
-        correct = np.where(abstain, oot, right)
-        out.append(
-            {
-                "threshold": float(t),
-                "accuracy": float(correct.mean()) if len(prob) else 0.0,
-                "known_top1": float(correct[~oot].mean()) if (~oot).any() else 0.0,
-                "unknown_recall": float(abstain[oot].mean()) if oot.any() else 0.0,
-                "unknown_precision": float(oot[abstain].mean()) if abstain.any() else 0.0,
-                "abstentions": float(abstain.sum()),
-                "n": float(len(prob)),
-            }
-        )
-    return out
+    return [_replayed(float(t), keep_unknown | (~keep & (prob >= t)), right, oot) for t in thresholds]
