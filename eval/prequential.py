@@ -4,7 +4,7 @@
     python eval/prequential.py --pooled [N]      # the N most recent real batches together (default 6)
     python eval/prequential.py --calibration     # the model's confidence recalibration, judged batch by batch
     python eval/prequential.py --abstention [N]  # other abstention thresholds replayed on the N most recent batches
-    python eval/prequential.py --detector [N]  # other out-of-taxonomy detector thresholds replayed likewise
+    python eval/prequential.py --detector [N]    # other out-of-taxonomy detector thresholds replayed likewise
     python eval/prequential.py --files F.json ...  # the rows of these kept files pooled (a chosen model per batch)
 
 writes ``eval/prequential/<batch>__<tag>.json`` (figures per group and every row) and prints
