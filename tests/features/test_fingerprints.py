@@ -3365,6 +3365,31 @@ def test_wordings_read_from_batch_dg_after_it_was_scored(line: str, entry: str) 
     assert _strongest_root_cause(line) == entry
 
 
+# Batch dh was scored by three models before anyone read it (eval/prequential/*dh*.json).
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("CUDA Exception: Warp Out of range Address", "cuda-illegal-memory-access"),
+        (
+            "ds4: CUDA launch dense token-tile HMMA attention failed: an illegal memory access",
+            "cuda-illegal-memory-access",
+        ),
+        ("18:03:03  kernel: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY]", "cuda-oom"),
+        ("RuntimeError: grouped gemm is not supported on ROCM", "cuda-driver-mismatch"),
+        (
+            "RuntimeError: torch._grouped_mm in only supported on CUDA devices with compute capability = 9.0",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "DeepEP combine (scale-up wait) timeout, scale-out: 6/8, scale-up: N/8,",
+            "moe-alltoall-nvlink-domain-timeout",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_dh_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
