@@ -3390,6 +3390,26 @@ def test_wordings_read_from_batch_dh_after_it_was_scored(line: str, entry: str) 
     assert _strongest_root_cause(line) == entry
 
 
+# Batch dk was scored by two models before anyone read it (eval/prequential/*dk*.json).
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "ray.exceptions.RayTaskError(ModuleNotFoundError): ray::WorkerDict.actor_rollout_init_model()"
+            " (pid=10928, ip=10.0.0.1, actor_id=3b846a02a80aa8b92c91fcfb01000000,",
+            "missing-module",
+        ),
+        (
+            "ray.exceptions.RayTaskError(DistBackendError): ray::MegatronPolicyWorkerBase.init_model()"
+            " (pid=12748, ip=10.0.0.1,",
+            "nccl-init-failure",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_dk_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
 @pytest.mark.parametrize(
     ("line", "entry"),
     [

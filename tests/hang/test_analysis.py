@@ -218,6 +218,23 @@ def test_a_horovod_stall_report_of_ranks_waiting_for_different_tensors_is_a_mism
     assert r.is_hang and "signal:same-seq-diff-op" not in r.signals
 
 
+def test_older_horovod_stall_lines_with_disjoint_ready_ranks_are_a_mismatch() -> None:
+    head = (
+        "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks"
+        " and are waiting for remainder of ranks for more than 60 seconds."
+    )
+    # after a restore, the first server's ranks sit in the gradient all-reduces, the second's in the broadcasts
+    differ = (
+        f"{head} HorovodBroadcast_conv2d_weights_0 [ready ranks: 5, 6, 7, 4],"
+        " HorovodAllreduce_gradients_dense_0 [ready ranks: 0, 2, 1, 3]\n"
+    )
+    assert "signal:same-seq-diff-op" in _report(differ).signals
+    # every tensor waits for the same missing rank: a subset never arrived
+    same = f"{head} HorovodAllreduce_grad_0 [ready ranks: 1, 2, 3], HorovodAllreduce_grad_1 [ready ranks: 3, 1, 2]\n"
+    r = _report(same)
+    assert r.is_hang and "signal:same-seq-diff-op" not in r.signals
+
+
 def test_monitored_barrier_names_the_ranks_that_never_arrived() -> None:
     text = "[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms\n"
     r = _report(text)
@@ -510,7 +527,10 @@ def test_odd_values_name_the_rank_whose_printed_setup_differs_from_all_the_other
 
     text = _ranked(
         {
-            r: [f"rank {r}: building model with hidden={24 if r == 1 else 16}", f"pid {4000 + r} loss {0.5 + r / 10:.2f}"]
+            r: [
+                f"rank {r}: building model with hidden={24 if r == 1 else 16}",
+                f"pid {4000 + r} loss {0.5 + r / 10:.2f}",
+            ]
             for r in range(4)
         }
     )
@@ -520,7 +540,9 @@ def test_odd_values_name_the_rank_whose_printed_setup_differs_from_all_the_other
     # values that differ on every rank (pids, losses, the rank itself) single out nobody
     assert odd_values(read_logs(text=_ranked({r: [f"pid {4000 + r} step 7"] for r in range(4)})), (0, 1, 2, 3)) == {}
     # three ranks are too few to call one of them odd; two against two is no majority
-    assert odd_values(read_logs(text=_ranked({r: [f"hidden={24 if r == 1 else 16}"] for r in range(3)})), (0, 1, 2)) == {}
+    assert (
+        odd_values(read_logs(text=_ranked({r: [f"hidden={24 if r == 1 else 16}"] for r in range(3)})), (0, 1, 2)) == {}
+    )
     two_two = read_logs(text=_ranked({r: [f"microbatches={2 if r % 2 else 3}"] for r in range(4)}))
     assert odd_values(two_two, (0, 1, 2, 3)) == {}
 
@@ -610,8 +632,14 @@ def test_gdbs_native_stacks_of_a_waiting_process_are_a_hang_in_its_collective() 
 
 def test_gdbs_stacks_of_a_crash_are_no_hang() -> None:
     # a signal handler in the stack, or a top frame that is no wait (a core dump's crash site)
-    assert not _report(GDB_LIVE.replace("#1  0x00007f87916ff592 in MPIR_Wait_impl", "#1  <signal handler called>\n#9  0x1 in MPIR_Wait_impl")).is_hang
-    crash_site = GDB_LIVE.replace("#0  0x00007f8791658967 in MPIDI_CH3I_Progress ()", "#0  scheduleCollTasksToPlan (comm=0xe4b9f840)")
+    assert not _report(
+        GDB_LIVE.replace(
+            "#1  0x00007f87916ff592 in MPIR_Wait_impl", "#1  <signal handler called>\n#9  0x1 in MPIR_Wait_impl"
+        )
+    ).is_hang
+    crash_site = GDB_LIVE.replace(
+        "#0  0x00007f8791658967 in MPIDI_CH3I_Progress ()", "#0  scheduleCollTasksToPlan (comm=0xe4b9f840)"
+    )
     assert not _report(crash_site).is_hang
 
 

@@ -136,6 +136,7 @@ _NATIVE_WAIT_TOP = re.compile(
 #: (a launcher-prefix reader files such a line under rank N, as ``[allreduce.noname.12, …]``)
 _STALL_HEAD = re.compile(r"(?:Missing|Stalled) ranks:\s*$")
 _STALL_ENTRY = re.compile(r"^\s*(?:\d+: )?\[([^\]]*)\]\s*$")
+_READY_RANKS = re.compile(r"\[ready ranks: ([\d, ]+)\]")
 _FIRST_DUMP = "First PG on this rank to signal dumping"
 _FOLLOWER = "Observed flight recorder dump signal from another rank"
 _DUMPING = "ProcessGroupNCCL preparing to dump debug info"
@@ -206,10 +207,32 @@ class StreamScan:
     reported_by: str | None = None  #: whose own stall check reported the hang (vllm, sglang, horovod, deepep)
 
 
+def _ready_sets_disjoint(bundle: LogBundle) -> bool:
+    """Older Horovod lists each stalled tensor with the ranks ready for it
+    (``HorovodAllreduce_grad_0 [ready ranks: 0, 1, 2, 3]``): two tensors whose ready ranks share
+    none mean the two halves of the job submitted different collectives (a broadcast on some
+    ranks, the gradient all-reduces on the others), not that a subset never arrived."""
+    seen: list[frozenset[int]] = []
+    for stream in bundle.streams.values():
+        for line in stream.lines:
+            if "ready ranks:" not in line.text:
+                continue
+            for m in _READY_RANKS.finditer(line.text):
+                ranks = frozenset(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
+                if ranks and any(not (ranks & other) for other in seen):
+                    return True
+                if ranks not in seen:
+                    seen.append(ranks)
+    return False
+
+
 def _stall_ranks_differ(bundle: LogBundle) -> bool:
     """Does a Horovod stall report list ranks waiting for different tensors (the ranks submitted
     different collectives, not merely a subset of ranks the same one)? The report's per-rank lines
-    follow its "Missing ranks:" line (a reader may file them under the rank a prefix names)."""
+    follow its "Missing ranks:" line (a reader may file them under the rank a prefix names); older
+    reports give each tensor's ready ranks inline (:func:`_ready_sets_disjoint`)."""
+    if _ready_sets_disjoint(bundle):
+        return True
     heads: list[tuple[str, int]] = []
     for stream in bundle.streams.values():
         heads.extend(
