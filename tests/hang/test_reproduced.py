@@ -25,9 +25,6 @@ JOBS = sorted(p.name for p in (REPO / "data" / "reproduced" / "jobs").iterdir() 
 KNOWN_MISSES = {
     "repro-p2p-microbatch-count": "the class is right; both sending stages (ranks 0 and 2) time out at the same "
     "moment and the launcher names 2, the record 0",
-    "repro-mismatch-op": "the rank is right; its Flight Recorder dumps show rank 2 in an all_gather where the others "
-    "all_reduce at the same SeqNum, which a collective only rank 2 calls would show too: the two hang entries sit "
-    "within about four points of each other, and this release's head puts subset-rank-collective-hang first",
 }
 #: gloo reports a size mismatch on the rank that *received* the odd message (rank 1 here);
 #: the rank whose code diverged (2) prints nothing of its own, so the log cannot name it.
