@@ -228,11 +228,18 @@ def test_older_horovod_stall_lines_with_disjoint_ready_ranks_are_a_mismatch() ->
         f"{head} HorovodBroadcast_conv2d_weights_0 [ready ranks: 5, 6, 7, 4],"
         " HorovodAllreduce_gradients_dense_0 [ready ranks: 0, 2, 1, 3]\n"
     )
-    assert "signal:same-seq-diff-op" in _report(differ).signals
+    r = _report(differ)
+    assert "signal:same-seq-diff-op" in r.signals
+    # the summary names what each group of ranks is ready for
+    assert r.stuck == (
+        "HorovodBroadcast_conv2d_weights_0 (ranks 4-7 ready); HorovodAllreduce_gradients_dense_0 (ranks 0-3 ready)"
+    )
+    assert any("HorovodBroadcast_conv2d_weights_0 (ranks 4-7 ready)" in line for line in r.summary_lines())
     # every tensor waits for the same missing rank: a subset never arrived
     same = f"{head} HorovodAllreduce_grad_0 [ready ranks: 1, 2, 3], HorovodAllreduce_grad_1 [ready ranks: 3, 1, 2]\n"
     r = _report(same)
     assert r.is_hang and "signal:same-seq-diff-op" not in r.signals
+    assert r.stuck == "HorovodAllreduce_grad_0 and 1 more (ranks 1-3 ready)"
 
 
 def test_monitored_barrier_names_the_ranks_that_never_arrived() -> None:

@@ -258,7 +258,7 @@ def analyse_hang(bundle: LogBundle, structure: StructureFeatures, *, flight_reco
         ranks=tuple(states[:_MAX_RANKS_REPORTED]) if is_hang else (),
         suspects=found.ranks,
         reasons=found.reasons,
-        stuck=_stuck(scan, side),
+        stuck=_stuck(scan, side) or _horovod_stuck(scan),
         world_size=scan.world or None,
         absent=side.absent,
         signals=frozenset(s if s.startswith("phase:") else f"signal:{s}" for s in signals),
@@ -542,6 +542,23 @@ def _stuck(scan: StreamScan, side: _CrossRank) -> str | None:
         return None
     texts = Counter(_collective_text(c, scan.facts[k].pg) for k, c in side.collectives.items())
     return texts.most_common(1)[0][0]
+
+
+def _horovod_stuck(scan: StreamScan, max_groups: int = 3) -> str | None:
+    """Older Horovod's stall lines: the tensors each group of ranks is ready for (the ranks
+    outside a group have not submitted them), e.g. ``HorovodBroadcast_w_0 and 9 more (ranks 4-7
+    ready); HorovodAllreduce_g_0 and 9 more (ranks 0-3 ready)``."""
+    parts = []
+    for ranks, tensors in scan.ready_groups[:max_groups]:
+        name = tensors[0] if tensors else "a tensor"
+        if (i := name.find("Horovod")) > 0:
+            name = name[i:]  # the op and the tensor (HorovodBroadcast_w_0), without the graph's scopes
+        name = name if len(name) <= 80 else name[:79] + "…"
+        more = f" and {len(tensors) - 1} more" if len(tensors) > 1 else ""
+        parts.append(f"{name}{more} ({ranks_text(ranks)} ready)")
+    if len(scan.ready_groups) > max_groups:
+        parts.append(f"{len(scan.ready_groups) - max_groups} more groups")
+    return "; ".join(parts) or None
 
 
 def signal_affinity(labels: Sequence[str], declared: Mapping[str, Sequence[str]]) -> np.ndarray:

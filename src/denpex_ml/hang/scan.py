@@ -136,7 +136,7 @@ _NATIVE_WAIT_TOP = re.compile(
 #: (a launcher-prefix reader files such a line under rank N, as ``[allreduce.noname.12, …]``)
 _STALL_HEAD = re.compile(r"(?:Missing|Stalled) ranks:\s*$")
 _STALL_ENTRY = re.compile(r"^\s*(?:\d+: )?\[([^\]]*)\]\s*$")
-_READY_RANKS = re.compile(r"\[ready ranks: ([\d, ]+)\]")
+_READY_RANKS = re.compile(r"(?:([\w./-]+) )?\[ready ranks: ([\d, ]+)\]")
 _FIRST_DUMP = "First PG on this rank to signal dumping"
 _FOLLOWER = "Observed flight recorder dump signal from another rank"
 _DUMPING = "ProcessGroupNCCL preparing to dump debug info"
@@ -205,33 +205,42 @@ class StreamScan:
     size_mismatch: bool  #: a transport saw a message of another size than the posted buffer
     global_frames: tuple[Frame, ...]  #: frames of the streams that are no rank's
     reported_by: str | None = None  #: whose own stall check reported the hang (vllm, sglang, horovod, deepep)
+    #: older Horovod's stall lines: each distinct set of ready ranks with the tensors it is ready for
+    ready_groups: tuple[tuple[frozenset[int], tuple[str, ...]], ...] = ()
 
 
-def _ready_sets_disjoint(bundle: LogBundle) -> bool:
+def _ready_groups(bundle: LogBundle) -> tuple[tuple[frozenset[int], tuple[str, ...]], ...]:
     """Older Horovod lists each stalled tensor with the ranks ready for it
-    (``HorovodAllreduce_grad_0 [ready ranks: 0, 1, 2, 3]``): two tensors whose ready ranks share
-    none mean the two halves of the job submitted different collectives (a broadcast on some
-    ranks, the gradient all-reduces on the others), not that a subset never arrived."""
-    seen: list[frozenset[int]] = []
+    (``HorovodAllreduce_grad_0 [ready ranks: 0, 1, 2, 3]``): every distinct set of ready ranks,
+    first seen first, with the tensors it is ready for."""
+    groups: dict[frozenset[int], list[str]] = {}
     for stream in bundle.streams.values():
         for line in stream.lines:
             if "ready ranks:" not in line.text:
                 continue
             for m in _READY_RANKS.finditer(line.text):
-                ranks = frozenset(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
-                if ranks and any(not (ranks & other) for other in seen):
-                    return True
-                if ranks not in seen:
-                    seen.append(ranks)
-    return False
+                ranks = frozenset(int(x) for x in m.group(2).replace(" ", "").split(",") if x)
+                if ranks:
+                    names = groups.setdefault(ranks, [])
+                    if m.group(1) and m.group(1) not in names:
+                        names.append(m.group(1))
+    return tuple((ranks, tuple(names)) for ranks, names in groups.items())
 
 
-def _stall_ranks_differ(bundle: LogBundle) -> bool:
+def _ready_sets_disjoint(groups: tuple[tuple[frozenset[int], tuple[str, ...]], ...]) -> bool:
+    """Two tensors whose ready ranks share none mean the two halves of the job submitted
+    different collectives (a broadcast on some ranks, the gradient all-reduces on the others),
+    not that a subset never arrived."""
+    sets = [ranks for ranks, _ in groups]
+    return any(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1 :])
+
+
+def _stall_ranks_differ(bundle: LogBundle, ready_groups: tuple[tuple[frozenset[int], tuple[str, ...]], ...]) -> bool:
     """Does a Horovod stall report list ranks waiting for different tensors (the ranks submitted
     different collectives, not merely a subset of ranks the same one)? The report's per-rank lines
     follow its "Missing ranks:" line (a reader may file them under the rank a prefix names); older
     reports give each tensor's ready ranks inline (:func:`_ready_sets_disjoint`)."""
-    if _ready_sets_disjoint(bundle):
+    if _ready_sets_disjoint(ready_groups):
         return True
     heads: list[tuple[str, int]] = []
     for stream in bundle.streams.values():
@@ -403,7 +412,8 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
             f.frames = fr
         else:
             global_frames.extend(fr)
-    if _stall_ranks_differ(bundle):
+    ready_groups = _ready_groups(bundle)
+    if _stall_ranks_differ(bundle, ready_groups):
         signals.update(("same-seq-diff-op", "hang"))
     return StreamScan(
         facts=facts,
@@ -417,6 +427,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
         size_mismatch=size_mismatch,
         global_frames=tuple(global_frames),
         reported_by=reported_by,
+        ready_groups=ready_groups,
     )
 
 
