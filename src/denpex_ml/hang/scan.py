@@ -209,22 +209,16 @@ class StreamScan:
     ready_groups: tuple[tuple[frozenset[int], tuple[str, ...]], ...] = ()
 
 
-def _ready_groups(bundle: LogBundle) -> tuple[tuple[frozenset[int], tuple[str, ...]], ...]:
+def _add_ready_groups(text: str, groups: dict[frozenset[int], list[str]]) -> None:
     """Older Horovod lists each stalled tensor with the ranks ready for it
-    (``HorovodAllreduce_grad_0 [ready ranks: 0, 1, 2, 3]``): every distinct set of ready ranks,
-    first seen first, with the tensors it is ready for."""
-    groups: dict[frozenset[int], list[str]] = {}
-    for stream in bundle.streams.values():
-        for line in stream.lines:
-            if "ready ranks:" not in line.text:
-                continue
-            for m in _READY_RANKS.finditer(line.text):
-                ranks = frozenset(int(x) for x in m.group(2).replace(" ", "").split(",") if x)
-                if ranks:
-                    names = groups.setdefault(ranks, [])
-                    if m.group(1) and m.group(1) not in names:
-                        names.append(m.group(1))
-    return tuple((ranks, tuple(names)) for ranks, names in groups.items())
+    (``HorovodAllreduce_grad_0 [ready ranks: 0, 1, 2, 3]``): file this line's tensors under their
+    set of ready ranks (every distinct set, first seen first)."""
+    for m in _READY_RANKS.finditer(text):
+        ranks = frozenset(int(x) for x in m.group(2).replace(" ", "").split(",") if x)
+        if ranks:
+            names = groups.setdefault(ranks, [])
+            if m.group(1) and m.group(1) not in names:
+                names.append(m.group(1))
 
 
 def _ready_sets_disjoint(groups: tuple[tuple[frozenset[int], tuple[str, ...]], ...]) -> bool:
@@ -277,6 +271,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
     desync_ranks: list[int] = []
     waited_for: list[int] = []
     ready: set[int] = set()
+    ready_sets: dict[frozenset[int], list[str]] = {}  # older Horovod's stall lines, by set of ready ranks
     text_enqueued: dict[int, tuple[int, int]] = {}
     world = 0
     size_mismatch = False  # a transport saw a message of another size than the posted buffer
@@ -395,6 +390,8 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
                     waited_for.append(int(wm.group(1)))
                 elif wm:
                     ready.update(int(x) for x in wm.group(2).replace(" ", "").split(",") if x)
+                if "ready ranks:" in text:
+                    _add_ready_groups(text, ready_sets)
             if _CONTEXT_HINT_SCREEN.search(text):
                 for name, rx in _CONTEXT.items():
                     if name not in signals and rx.search(text):
@@ -412,7 +409,7 @@ def scan_streams(bundle: LogBundle) -> StreamScan:
             f.frames = fr
         else:
             global_frames.extend(fr)
-    ready_groups = _ready_groups(bundle)
+    ready_groups = tuple((ranks, tuple(names)) for ranks, names in ready_sets.items())
     if _stall_ranks_differ(bundle, ready_groups):
         signals.update(("same-seq-diff-op", "hang"))
     return StreamScan(
