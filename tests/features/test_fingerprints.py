@@ -3414,6 +3414,27 @@ def test_wordings_read_from_batch_dk_after_it_was_scored(line: str, entry: str) 
     ("line", "entry"),
     [
         (
+            "2025-04-07T14:30:37.656982+00:00 node-a start-worker[2361]: 2025/04/07 14:30:37"
+            " GCP Metadata Service says termination is imminent",
+            "no-failure",
+        ),
+        (
+            "Your session crashed after using all available RAM. If you are interested in access to"
+            " high-RAM runtimes, you may want to check out Colab Pro.",
+            "host-oom",
+        ),
+        ("node-a:1234:1290 [2] NCCL WARN Invalid rank requested : 6/4", "nccl-init-failure"),
+        ("RuntimeError: NaN detected in latents: train/img/5_x/0001.png", "loss-nan-divergence"),
+    ],
+)
+def test_wordings_read_from_batches_dl_dm_after_they_were_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
             "/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem,"
             " or nvidia_peermem detected. Skipping transport.",
             "nccl-init-failure",
