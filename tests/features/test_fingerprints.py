@@ -3431,6 +3431,13 @@ def test_wordings_read_from_batches_dl_dm_after_they_were_scored(line: str, entr
     assert _strongest_root_cause(line) == entry
 
 
+def test_sglang_scheduler_watchdog_marks_a_stuck_engine_as_a_hang() -> None:
+    """Two held SGLang logs (ca, cr) with only this line were answered no-failure when pooled; both are subset hangs."""
+    hits = _hits("[2025-10-30 09:03:11 TP0] Scheduler watchdog timeout (watchdog_timeout=300, soft=False)")
+    assert {h.entry_id for h in hits} == {"subset-rank-collective-hang"}
+    assert all(h.role.value == "symptom" for h in hits)
+
+
 @pytest.mark.parametrize(
     ("line", "entry"),
     [
