@@ -3431,6 +3431,43 @@ def test_wordings_read_from_batches_dl_dm_after_they_were_scored(line: str, entr
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            # the count of clients joined on a line of its own
+            "torch.distributed.DistStoreError: Timed out after 3601 seconds waiting for clients. \n1/16 clients joined.",
+            "nccl-init-failure",
+        ),
+        (
+            "2024-Jan-19 05:03:34.343999 31898:32693 ERROR  NEFF:neff_parse                              NEFF version:"
+            " 2.0, features: 0x100 are not supported.  Currently supporting: 0x80000000000000ff",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "2024-Dec-23 22:35:20.691409 28490:28590 ERROR  TDRV:arch_init                               Architecture"
+            " not found 1",
+            "cuda-driver-mismatch",
+        ),
+        (
+            "CUDA_ERROR_CONTAINED: Invalid access of peer GPU memory over nvlink or a hardware error"
+            " (gpu_cudamallocasync_allocator.cc:414)",
+            "nvlink-xid74-fabric-manager",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_do_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_a_broken_slurm_munge_lies_outside_the_taxonomy() -> None:
+    """Batch do: srun could not authenticate to the controller, so nothing ran."""
+    hit = _outside(
+        'srun: error: Munge encode failed: Failed to access "/var/run/munge/munge.socket.2": No such file or directory'
+    )
+    assert hit is not None and hit.entry_id == "unknown"
+
+
 def test_sglang_scheduler_watchdog_marks_a_stuck_engine_as_a_hang() -> None:
     """Two held SGLang logs (ca, cr) with only this line were answered no-failure when pooled; both are subset hangs."""
     hits = _hits("[2025-10-30 09:03:11 TP0] Scheduler watchdog timeout (watchdog_timeout=300, soft=False)")
