@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from denpex_ml.features import analyse_structure
+from denpex_ml.features.structure import FEATURE_NAMES
 from denpex_ml.logs import read_logs
 
 WATCHDOG = (
@@ -20,6 +21,31 @@ def test_watchdog_lines_give_each_rank_its_last_collective() -> None:
     assert facts.collectives[0].op == "ALLREDUCE" and facts.collectives[0].timeout_ms == 600000
 
 
+def test_a_watchdog_report_wrapped_over_lines_is_joined_back_to_its_rank() -> None:
+    """As pasted from a terminal (batch dh): the rank prefix on the first line only, the
+    collective and its sizes on the next two; two ranks at one SeqNum with different sizes."""
+    text = "".join(
+        f"[rank{r}] Watchdog caught collective operation timeout:\n"
+        f"WorkNCCL(SeqNum=1320347, OpType=ALLREDUCE,\n"
+        f"NumelIn={n}, NumelOut={n}, Timeout(ms)=600000)\n"
+        for r, n in ((6, 4501504), (5, 8171520))
+    )
+    facts = analyse_structure(read_logs(text=text))
+    assert set(facts.collectives) == {5, 6}
+    assert facts.collectives[6].numel_in == 4501504 and facts.collectives[5].numel_in == 8171520
+    assert facts.collectives[5].timeout_ms == 600000
+    names = dict(zip(FEATURE_NAMES, facts.vector, strict=True))
+    assert names["same_seq_diff_op"] == 1.0 and names["seq_same"] == 1.0
+
+
+def test_a_collective_line_of_its_own_stays_where_it_stands() -> None:
+    """WorkNCCL on a line that follows no rank's bare watchdog report is read in its own stream."""
+    text = "step 10 done\nWorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=25000)\n"
+    facts = analyse_structure(read_logs(text=text))
+    assert [(c.seq, c.numel_in) for c in facts.collectives.values()] == [(7, 1)]
+    assert not any(isinstance(k, int) for k in facts.collectives)
+
+
 def test_an_exception_is_recorded_for_the_rank_that_raised_it() -> None:
     text = "[rank0]: step 1\n[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
     facts = analyse_structure(read_logs(text=text))
@@ -30,7 +56,11 @@ def _words(text: str) -> dict[str, float]:
     from denpex_ml.features.structure import FEATURE_NAMES
 
     vec = analyse_structure(read_logs(text=text)).vector
-    return {n.removeprefix("error_words_"): float(v) for n, v in zip(FEATURE_NAMES, vec, strict=True) if n.startswith("error_words_")}
+    return {
+        n.removeprefix("error_words_"): float(v)
+        for n, v in zip(FEATURE_NAMES, vec, strict=True)
+        if n.startswith("error_words_")
+    }
 
 
 def test_failing_lines_are_read_for_start_up_and_device_memory_words_no_rule_knows() -> None:

@@ -18,7 +18,7 @@ import numpy as np
 import re2
 
 from denpex_ml.features.select import is_error_line
-from denpex_ml.logs.bundle import LogBundle, StreamKey
+from denpex_ml.logs.bundle import LogBundle, LogLine, StreamKey
 
 __all__ = ["FEATURE_NAMES", "OP_TYPES", "CollectiveState", "StructureFeatures", "analyse_structure"]
 
@@ -140,30 +140,49 @@ def analyse_structure(bundle: LogBundle) -> StructureFeatures:
     timeouts: list[int] = []
     has_ts = False
     vocab_startup = vocab_device = vocab_oom = False
+
+    def note_collective(key: StreamKey, text: str) -> None:
+        m = _WORK.search(text)
+        if m is None:
+            return
+        seq, op = int(m.group(1)), m.group(2)
+        ops[_op_family(op)] += 1
+        state = CollectiveState(
+            seq,
+            op,
+            int(m.group(3)) if m.group(3) else None,
+            int(m.group(4)) if m.group(4) else None,
+            int(m.group(5)) if m.group(5) else None,
+        )
+        if state.timeout_ms:
+            timeouts.append(state.timeout_ms)
+        prev = collectives.get(key)
+        if prev is None or seq >= prev.seq:
+            collectives[key] = state
+
+    # A watchdog report broken over lines: "[rank6] Watchdog caught collective operation timeout:"
+    # with "WorkNCCL(SeqNum=…, OpType=…," and "NumelIn=…, Timeout(ms)=…)" on the next lines,
+    # which carry no rank prefix and so sit in another stream. They are joined back by position.
+    wrapped: dict[tuple[str, int], StreamKey] = {}  # (source, line) of a rank's report without its WorkNCCL
+    details: list[tuple[StreamKey, LogLine]] = []  # lines that start with WorkNCCL(
+    rest_of: dict[tuple[str, int], str] = {}  # lines that may end a wrapped WorkNCCL(...)
     for key, stream in bundle.streams.items():
         for line in stream.lines:
             text = line.text
+            if ("NumelIn=" in text or "Timeout(ms)=" in text) and "WorkNCCL(" not in text:
+                rest_of[(line.source, line.lineno)] = text
             if not line.salient:
                 continue
             if _WATCHDOG in text or "WorkNCCL(" in text:
-                m = _WORK.search(text)
-                if m:
-                    seq, op = int(m.group(1)), m.group(2)
-                    ops[_op_family(op)] += 1
-                    state = CollectiveState(
-                        seq,
-                        op,
-                        int(m.group(3)) if m.group(3) else None,
-                        int(m.group(4)) if m.group(4) else None,
-                        int(m.group(5)) if m.group(5) else None,
-                    )
-                    if state.timeout_ms:
-                        timeouts.append(state.timeout_ms)
-                    prev = collectives.get(key)
-                    if prev is None or seq >= prev.seq:
-                        collectives[key] = state
                 if _WATCHDOG in text:
                     watchdog.add(key)
+                    if "WorkNCCL(" not in text and isinstance(key, int):
+                        wrapped[(line.source, line.lineno)] = key
+                        continue
+                elif text.lstrip().startswith("WorkNCCL("):
+                    details.append((key, line))
+                    continue
+                note_collective(key, text)
                 continue
             m2 = _ENQUEUED.search(text)
             if m2 and int(m2.group(1)) - int(m2.group(2)) > 1:
@@ -190,6 +209,15 @@ def analyse_structure(bundle: LogBundle) -> StructureFeatures:
                     has_ts = True
                     if key not in first_error_ts:
                         first_error_ts[key] = ts
+    for key, line in details:
+        owner = wrapped.get((line.source, line.lineno - 1))
+        text = line.text
+        if owner is not None:
+            key = owner
+            tail = rest_of.get((line.source, line.lineno + 1)) if "Timeout(ms)=" not in text else None
+            if tail is not None:
+                text = f"{text.rstrip()} {tail.strip()}"
+        note_collective(key, text)
     ranks = bundle.ranks
     seqs = [c.seq for c in collectives.values()]
     spread = (max(seqs) - min(seqs)) if seqs else -1

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: Bump when featurisation changes in a way the signature does not capture.
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 
 def cache_root() -> Path:
