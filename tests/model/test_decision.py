@@ -300,3 +300,21 @@ def test_with_a_detector_a_best_entry_below_the_floor_is_unknown(
     d = model.classify(text=OOM)
     assert d.label == "unknown" and d.confidence == pytest.approx(1.0 - (ANSWER_FLOOR - 0.05))
     assert d.unknown_reason == "unsure" and "no taxonomy entry fits well" in d.headline()
+
+
+def test_with_a_detector_an_unsure_no_failure_on_a_log_with_a_failure_is_unknown(
+    model: DenpexModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # above the floor, below the abstention threshold (0.5 here): the log shows an error, so
+    # leaning to "no failure" is not an answer (the bundled "unknown" example, a licence error)
+    _fix_proba(model, monkeypatch, no_failure=0.3, cuda_oom=0.2)
+    _with_detector(model, monkeypatch, 0.1)
+    d = model.classify(text=OOM)
+    assert d.label == "unknown" and d.unknown_reason == "unsure"
+    assert d.confidence == pytest.approx(0.7)
+    # sure of it, it is answered
+    _fix_proba(model, monkeypatch, no_failure=0.6, cuda_oom=0.2)
+    assert model.classify(text=OOM).label == "no-failure"
+    # and a log without failure evidence stays no-failure however unsure
+    _fix_proba(model, monkeypatch, no_failure=0.3, cuda_oom=0.2)
+    assert model.classify(text=HEALTHY).label == "no-failure"
