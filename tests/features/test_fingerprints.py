@@ -3460,6 +3460,29 @@ def test_wordings_read_from_batch_do_after_it_was_scored(line: str, entry: str) 
     assert _strongest_root_cause(line) == entry
 
 
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        (
+            "2024-12-31 17:12:54.316188: E external/xla/xla/service/slow_operation_alarm.cc:73] Constant folding an"
+            " instruction is taking > 1s:",
+            "no-failure",
+        ),
+        # ``ps -o pid,stat,wchan`` of ranks asleep in the NFS client: the job waits on the file server
+        ("1533  DNl  nfs_start_io_read      1-22:05:5  python", "storage-io-failure"),
+    ],
+)
+def test_wordings_read_from_batch_dp_after_it_was_scored(line: str, entry: str) -> None:
+    assert _strongest_root_cause(line) == entry
+
+
+def test_a_wrapper_reporting_exit_code_minus_nine_points_at_the_oom_killer() -> None:
+    """Batch dp: a fine-tuning wizard's only line about its dead trainer."""
+    hits = _hits("❌ Training failed with exit code -9")
+    assert {h.entry_id for h in hits} == {"host-oom"}
+    assert _hits("Training failed with exit code -93") == []
+
+
 def test_a_broken_slurm_munge_lies_outside_the_taxonomy() -> None:
     """Batch do: srun could not authenticate to the controller, so nothing ran."""
     hit = _outside(
