@@ -3483,6 +3483,30 @@ def test_a_wrapper_reporting_exit_code_minus_nine_points_at_the_oom_killer() -> 
     assert _hits("Training failed with exit code -93") == []
 
 
+def test_wordings_read_from_batch_dq_after_it_was_scored() -> None:
+    """PaddlePaddle's own kernel assertion on a class label out of range (batch dq)."""
+    line = (
+        "Error: /paddle/paddle/fluid/operators/softmax_with_cross_entropy_op.cu:536 Assertion `labels_[idx_lbl] >= 0"
+        " && labels_[idx_lbl] < d_ || labels_[idx_lbl] == ignore_idx_` failed. The value of label[9] expected >= 0"
+        " and < 10, or == -100,but got 71. Please check input value."
+    )
+    assert _strongest_root_cause(line) == "cuda-device-side-assert"
+
+
+def test_numpy_removed_aliases_lie_outside_the_taxonomy() -> None:
+    """Batch dq: two evaluators / loaders written for NumPy < 1.24; all 3 held logs are outside the taxonomy."""
+    hit = _outside("AttributeError: module 'numpy' has no attribute 'float'.")
+    assert hit is not None and hit.entry_id == "unknown"
+    assert _outside("AttributeError: module 'numpy' has no attribute 'floating_point'.") is None
+
+
+def test_xformers_probing_for_triton_is_no_missing_module() -> None:
+    """Batch dq: a healthy Windows run printed this once per worker; a real missing module still counts."""
+    notice = "A matching Triton is not available, some optimizations will not be enabled.\nError caught was: No module named 'triton'"
+    assert _hits(notice) == []
+    assert {h.entry_id for h in _hits("ModuleNotFoundError: No module named 'triton'")} == {"missing-module"}
+
+
 def test_a_broken_slurm_munge_lies_outside_the_taxonomy() -> None:
     """Batch do: srun could not authenticate to the controller, so nothing ran."""
     hit = _outside(
