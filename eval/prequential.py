@@ -31,6 +31,8 @@ from denpex_ml.dataset.prequential import (
     summary_table,
     write_prequential,
 )
+from denpex_ml.dataset.split import check_new_threads
+from denpex_ml.errors import DatasetError
 from denpex_ml.evaluation.prequential import score_batch
 from denpex_ml.model.core import load_model
 
@@ -87,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default=None, help="name of the model in the output file (default: its id)")
     ap.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "prequential")
     ap.add_argument("--note", default="")
+    ap.add_argument(
+        "--held",
+        default=str(Path(__file__).parents[1] / "data" / "real"),
+        help="folder of the real logs already held: a batch record from one of their threads is refused "
+        "(default: data/real; an empty value skips the check)",
+    )
     ap.add_argument("--taxonomy", action="append", default=None, help="taxonomy directory the model was trained with")
     args = ap.parse_args(argv)
     if args.files:
@@ -133,7 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.batch is None or model is None:
         ap.error("give a batch file (or --pooled, --calibration)")
-    incidents = load_incidents(args.batch, labels=[*model.taxonomy.ids, "no-failure"])
+    labels = [*model.taxonomy.ids, "no-failure"]
+    incidents = load_incidents(args.batch, labels=labels)
+    if args.held:
+        held = [p for p in sorted(Path(args.held).glob("*.jsonl")) if p.resolve() != args.batch.resolve()]
+        try:
+            check_new_threads(incidents, load_incidents(held, labels=labels))
+        except DatasetError as exc:
+            ap.error(f"{args.batch.name}: {exc}")
     rows = score_batch(model, incidents)
     tag = args.tag or model.model_id.replace("@", "-")
     path = write_prequential(

@@ -18,6 +18,7 @@ from denpex_ml.dataset import (
     Incident,
     check_grouped_split,
     check_log_key,
+    check_new_threads,
     from_hf_dataset,
     group_kfold,
     load_incidents,
@@ -463,6 +464,33 @@ def test_check_grouped_split_detects_leakage() -> None:
     with pytest.raises(DatasetError, match="both train and test"):
         check_grouped_split(incidents, [0, 1], [1])
     check_grouped_split(incidents, [0, 1], [2, 3])
+
+
+def test_a_new_batch_from_a_thread_already_held_is_refused() -> None:
+    """GitHub numbers issues and pull requests in one sequence: ``issues/2408`` and ``pull/2408``
+    are one thread (two records of batch dq were held under the other address)."""
+    held = [Incident(id="i-2408", label="cuda-oom", log="x", source="https://github.com/Org/Repo/issues/2408")]
+    again = Incident(id="dq-2408", label="cuda-oom", log="x", source="https://github.com/org/repo/pull/2408#top")
+    other = Incident(id="dq-2409", label="cuda-oom", log="x", source="https://github.com/org/repo/pull/2409")
+    with pytest.raises(
+        DatasetError, match=r"1 incident\(s\) from threads already held: 'dq-2408' \(held as 'i-2408'\)"
+    ):
+        check_new_threads([other, again], held)
+    check_new_threads([other], held)
+
+
+def test_every_held_thread_sits_in_one_batch() -> None:
+    """Each batch of real logs was scored as unseen: none may repeat a thread of another."""
+    where: dict[str, str] = {}
+    repeated = []
+    for path in sorted((REPO / "data" / "real").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                group = source_group(json.loads(line)["source"])
+                if where.setdefault(group, path.name) != path.name:
+                    repeated.append((group, where[group], path.name))
+    assert len(where) > 9000
+    assert repeated == []
 
 
 # --------------------------------------------------------------------------- the real logs

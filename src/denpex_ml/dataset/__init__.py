@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from denpex_ml.dataset.incident import FIELDS, SYNTHETIC_PREFIX, Incident, check_log_key, source_group
 from denpex_ml.dataset.io import from_hf_dataset, load_incidents, to_hf_dataset, write_jsonl
-from denpex_ml.dataset.split import check_grouped_split, group_kfold, source_groups, train_test_split_grouped
+from denpex_ml.dataset.split import (
+    check_grouped_split,
+    check_new_threads,
+    group_kfold,
+    source_groups,
+    train_test_split_grouped,
+)
 
 __all__ = [
     "FIELDS",
@@ -26,6 +32,7 @@ __all__ = [
     "Incident",
     "check_grouped_split",
     "check_log_key",
+    "check_new_threads",
     "from_hf_dataset",
     "group_kfold",
     "load_incidents",

@@ -22,6 +22,7 @@ from denpex_ml.errors import DatasetError
 
 __all__ = [
     "check_grouped_split",
+    "check_new_threads",
     "group_kfold",
     "source_groups",
     "train_test_split_grouped",
@@ -53,6 +54,19 @@ def check_grouped_split(
     if leaked:
         shown = ", ".join(repr(g) for g in leaked[:5])
         raise DatasetError(f"split: {len(leaked)} source group(s) on both sides: {shown}")
+
+
+def check_new_threads(new: Sequence[Incident], held: Sequence[Incident]) -> None:
+    """Raise :class:`DatasetError` if an incident of ``new`` comes from a source group (a thread)
+    that ``held`` already has: a batch scored as unseen must not repeat a thread the model may
+    have trained on. The address does not have to match: ``issues/N`` and ``pull/N`` of one
+    repository, a comment anchor or another case are one thread
+    (:func:`~denpex_ml.dataset.incident.source_group`)."""
+    first = {incident.source_group: incident.id for incident in held}
+    again = [(incident.id, first[incident.source_group]) for incident in new if incident.source_group in first]
+    if again:
+        shown = ", ".join(f"{a!r} (held as {b!r})" for a, b in again[:5])
+        raise DatasetError(f"{len(again)} incident(s) from threads already held: {shown}")
 
 
 def _check_k(k: int, n_groups: int, name: str = "k") -> None:
