@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -294,3 +296,41 @@ def test_detector_replay_moves_only_the_answers_the_detector_decided(tmp_path: P
     # 0.9: the detector's own catch is answered by its best guess; the taxonomy's outside entry stays
     assert high["abstentions"] == 1 and high["unknown_recall"] == 0.5 and high["accuracy"] == pytest.approx(2 / 3)
     assert detector_replay(tmp_path / "none") is None
+
+
+_PREQ_SCRIPT = Path(__file__).resolve().parents[2] / "eval" / "prequential.py"
+
+
+def _prequential_script() -> Any:
+    spec = importlib.util.spec_from_file_location("prequential_script", _PREQ_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _record(rid: str, source: str) -> str:
+    return json.dumps(
+        {"id": rid, "label": "cuda-oom", "log": "torch.OutOfMemoryError: CUDA out of memory.", "source": source}
+    )
+
+
+def test_scoring_a_batch_that_repeats_a_held_thread_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held, out = tmp_path / "held", tmp_path / "out"
+    held.mkdir()
+    (held / "collected-old.jsonl").write_text(_record("old-7", "https://github.com/org/repo/issues/7") + "\n")
+    batch = tmp_path / "collected-new.jsonl"
+    batch.write_text(
+        _record("new-7", "https://github.com/Org/Repo/pull/7#discussion_r1")
+        + "\n"
+        + _record("new-8", "https://github.com/org/repo/issues/8")
+        + "\n"
+    )
+    script = _prequential_script()
+    with pytest.raises(SystemExit) as exc:
+        script.main([str(batch), "--held", str(held), "--out-dir", str(out)])
+    assert exc.value.code == 2
+    assert "1 incident(s) from threads already held: 'new-7' (held as 'old-7')" in capsys.readouterr().err
+    assert not out.exists()
