@@ -10,6 +10,7 @@
 writes ``eval/prequential/<batch>__<tag>.json`` (figures per group and every row) and prints
 the per-group table. Run it on a batch *once*, before the batch shapes fingerprints, recipes
 or training, and commit the file: it is the estimate of accuracy on logs nobody has seen.
+A record from a thread that ``data/real`` already holds (``--held DIR``) is refused first.
 """
 
 from __future__ import annotations
