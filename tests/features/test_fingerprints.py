@@ -3507,6 +3507,35 @@ def test_xformers_probing_for_triton_is_no_missing_module() -> None:
     assert {h.entry_id for h in _hits("ModuleNotFoundError: No module named 'triton'")} == {"missing-module"}
 
 
+def test_wordings_read_from_batch_dr_after_it_was_scored() -> None:
+    """Batch dr: DeepSpeed's op builder on a toolkit / torch CUDA skew; a DeepSpeed worker that finished."""
+    line = (
+        "Exception: >- DeepSpeed Op Builder: Installed CUDA version 9.1 does not match the version torch was compiled"
+        " with 11.8, unable to compile cuda/cpp extensions without a matching cuda version."
+    )
+    assert _strongest_root_cause(line) == "cuda-driver-mismatch"
+    done = "[2023-08-06 05:27:07,537] [INFO] [launch.py:347:main] Process 1555224 exits successfully."
+    assert _strongest_root_cause(done) == "no-failure"
+    # the failing worker's line is not read as a finished one
+    assert _strongest_root_cause("[INFO] [launch.py:315:sigkill_handler] Process 4242 exits with return code = 1") != "no-failure"
+    # LLaMA-Factory's end-of-run plotting notice is no evidence of anything
+    assert _hits("08/06/2023 05:27:03 - WARNING - llmtuner.extras.ploting - No metric eval_loss to plot.") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "AttributeError: 'DiagonalGaussianDistribution' object has no attribute 'latent_dist'",
+        "AttributeError: 'AutoencoderKLOutput' object has no attribute 'mode'",
+        'Exception: Error converting the state dict. Found unexpected key: "_orig_mod.tok_embeddings.weight".',
+    ],
+)
+def test_library_api_and_checkpoint_format_skews_from_batch_dr_lie_outside_the_taxonomy(line: str) -> None:
+    """Batch dr: diffusers' changed VAE encode() output (3 held, all outside), torchtune's key conversion."""
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+
+
 def test_a_broken_slurm_munge_lies_outside_the_taxonomy() -> None:
     """Batch do: srun could not authenticate to the controller, so nothing ran."""
     hit = _outside(
