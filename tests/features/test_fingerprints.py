@@ -3536,6 +3536,14 @@ def test_library_api_and_checkpoint_format_skews_from_batch_dr_lie_outside_the_t
     assert hit is not None and hit.entry_id == "unknown"
 
 
+def test_wordings_read_from_batch_ds_after_it_was_scored() -> None:
+    """Batch ds: a launch script run from the wrong directory; its shell cannot find the entry point."""
+    assert _strongest_root_cause("train.sh: 28: unimatch.py: not found") == "file-not-found"
+    assert _strongest_root_cause("run.sh: line 12: train.py: No such file or directory") == "file-not-found"
+    # a missing *program* is no missing file (held logs split it between missing modules and set-up errors)
+    assert _strongest_root_cause("train.sh: 3: torchrun: not found") != "file-not-found"
+
+
 def test_a_broken_slurm_munge_lies_outside_the_taxonomy() -> None:
     """Batch do: srun could not authenticate to the controller, so nothing ran."""
     hit = _outside(
