@@ -3517,7 +3517,10 @@ def test_wordings_read_from_batch_dr_after_it_was_scored() -> None:
     done = "[2023-08-06 05:27:07,537] [INFO] [launch.py:347:main] Process 1555224 exits successfully."
     assert _strongest_root_cause(done) == "no-failure"
     # the failing worker's line is not read as a finished one
-    assert _strongest_root_cause("[INFO] [launch.py:315:sigkill_handler] Process 4242 exits with return code = 1") != "no-failure"
+    assert (
+        _strongest_root_cause("[INFO] [launch.py:315:sigkill_handler] Process 4242 exits with return code = 1")
+        != "no-failure"
+    )
     # LLaMA-Factory's end-of-run plotting notice is no evidence of anything
     assert _hits("08/06/2023 05:27:03 - WARNING - llmtuner.extras.ploting - No metric eval_loss to plot.") == []
 
