@@ -10,7 +10,8 @@
 writes ``eval/prequential/<batch>__<tag>.json`` (figures per group and every row) and prints
 the per-group table. Run it on a batch *once*, before the batch shapes fingerprints, recipes
 or training, and commit the file: it is the estimate of accuracy on logs nobody has seen.
-A record from a thread that ``data/real`` already holds (``--held DIR``) is refused first.
+A record from a thread that ``data/real`` already holds, or whose log a held thread holds word for
+word (one paste posted twice; ``--held DIR``), is refused first.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--held",
         default=str(Path(__file__).parents[1] / "data" / "real"),
-        help="folder of the real logs already held: a batch record from one of their threads is refused "
-        "(default: data/real; an empty value skips the check)",
+        help="folder of the real logs already held: a batch record from one of their threads, or with one "
+        "of their logs word for word, is refused (default: data/real; an empty value skips the check)",
     )
     ap.add_argument("--taxonomy", action="append", default=None, help="taxonomy directory the model was trained with")
     args = ap.parse_args(argv)

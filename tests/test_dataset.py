@@ -27,6 +27,7 @@ from denpex_ml.dataset import (
     train_test_split_grouped,
     write_jsonl,
 )
+from denpex_ml.dataset.split import paste_key
 from denpex_ml.errors import DatasetError, DatasetLabelError, UnknownLabelError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -477,6 +478,59 @@ def test_a_new_batch_from_a_thread_already_held_is_refused() -> None:
     ):
         check_new_threads([other, again], held)
     check_new_threads([other], held)
+
+
+def test_a_new_log_that_another_thread_holds_word_for_word_is_refused() -> None:
+    """A user cross-posting one paste to a dependency's tracker (ds's ClipBERT log was apex's)."""
+    paste = "\n".join(f'  File "train.py", line {n}, in step' for n in range(5)) + "\nRuntimeError: boom"
+    held = [Incident(id="apex-1", label="cuda-oom", log=paste, source="https://github.com/nv/apex/issues/1")]
+
+    def new(rid: str, log: str) -> Incident:
+        return Incident(id=rid, label="cuda-oom", log=log, source=f"https://github.com/org/clip/issues/{rid}")
+
+    spaced = "\n\n".join("   ".join(line.split(" ")) for line in paste.splitlines())  # other whitespace, blank lines
+    with pytest.raises(
+        DatasetError,
+        match=r"1 incident\(s\) whose log another thread holds word for word: '40' \(the log of 'apex-1'\)",
+    ):
+        check_new_threads([new("40", spaced)], held)
+    check_new_threads([new("41", paste.replace("boom", "bang"))], held)  # one line differs: another log
+    short = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+    check_new_threads(
+        [new("42", short)], [Incident(id="a", label="cuda-oom", log=short, source="https://github.com/a/b/issues/1")]
+    )  # one error line repeats across incidents; it is no paste
+    both = Incident(id="dq-1", label="cuda-oom", log=paste, source="https://github.com/nv/apex/pull/1")
+    with pytest.raises(DatasetError, match=r"^1 incident\(s\) from threads already held: 'dq-1'[^;]*$"):
+        check_new_threads([both], held)  # the thread is the reason; the log is not reported twice
+    assert paste_key(Incident(id="m", label="cuda-oom", logs={"0": paste}, source="x:y")) == paste_key(held[0])
+
+
+#: Cross-posts already held when the guard came (each pair scored and trained on as two threads);
+#: the guard keeps any more from joining as unseen.
+HELD_CROSS_POSTS = {
+    frozenset({"gh-facebookresearch-detectron2-4730", "gh-NVIDIA-nccl-766"}),
+    frozenset({"gh-NVIDIA-apex-482", "gh-mit-han-lab-spvnas-10"}),
+    frozenset({"gh-TheLastBen-fast-stable-diffusion-193", "gh-facebookresearch-ov-seg-14"}),
+    frozenset({"gh-pytorch-pytorch-119072", "gh-pytorch-pytorch-119932"}),
+    frozenset({"gh-NVIDIA-apex-1261", "gh-jayleicn-ClipBERT-40"}),
+    frozenset({"gh-pytorch-torchtitan-1814", "gh-pytorch-torchtitan-1461"}),
+    frozenset({"gh-pytorch-xla-2939", "gh-Lightning-AI-pytorch-lightning-7471"}),
+}
+
+
+def test_no_held_log_is_a_paste_of_another_thread_beyond_the_known_cross_posts() -> None:
+    by_key: dict[str, list[str]] = {}
+    for path in sorted((REPO / "data" / "real").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                key = paste_key(
+                    Incident(id=record["id"], label="x", log=record.get("log"), logs=record.get("logs"), source="x:y")
+                )
+                if key is not None:
+                    by_key.setdefault(key, []).append(record["id"])
+    assert len(by_key) > 5000
+    assert {frozenset(ids) for ids in by_key.values() if len(ids) > 1} == HELD_CROSS_POSTS
 
 
 def test_every_held_thread_sits_in_one_batch() -> None:

@@ -334,3 +334,29 @@ def test_scoring_a_batch_that_repeats_a_held_thread_is_refused_before_anything_i
     assert exc.value.code == 2
     assert "1 incident(s) from threads already held: 'new-7' (held as 'old-7')" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_scoring_a_batch_that_repeats_a_held_paste_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One traceback posted in two trackers is one incident, whatever the thread."""
+    held, out = tmp_path / "held", tmp_path / "out"
+    held.mkdir()
+    paste = (
+        "\n".join(f'  File "train.py", line {n}, in step' for n in range(6))
+        + "\nRuntimeError: CUDA error: no kernel image"
+    )
+
+    def record(rid: str, source: str) -> str:
+        return json.dumps({"id": rid, "label": "cuda-driver-mismatch", "log": paste, "source": source})
+
+    (held / "collected-old.jsonl").write_text(record("apex-1261", "https://github.com/nvidia/apex/issues/1261") + "\n")
+    batch = tmp_path / "collected-new.jsonl"
+    batch.write_text(record("clipbert-40", "https://github.com/jayleicn/clipbert/issues/40") + "\n")
+    script = _prequential_script()
+    with pytest.raises(SystemExit) as exc:
+        script.main([str(batch), "--held", str(held), "--out-dir", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "1 incident(s) whose log another thread holds word for word: 'clipbert-40' (the log of 'apex-1261')" in err
+    assert not out.exists()

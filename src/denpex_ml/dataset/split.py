@@ -11,6 +11,7 @@ scikit-learn is imported inside the functions that use it.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Iterable, Sequence
 
@@ -21,9 +22,11 @@ from denpex_ml.dataset.incident import Incident
 from denpex_ml.errors import DatasetError
 
 __all__ = [
+    "CROSS_POST_MIN_LINES",
     "check_grouped_split",
     "check_new_threads",
     "group_kfold",
+    "paste_key",
     "source_groups",
     "train_test_split_grouped",
 ]
@@ -56,17 +59,53 @@ def check_grouped_split(
         raise DatasetError(f"split: {len(leaked)} source group(s) on both sides: {shown}")
 
 
+#: A log of at least this many non-blank lines that another thread holds word for word is one
+#: paste posted twice (a user cross-posting to a dependency's tracker, a pull request reopened
+#: under a new number), not a second incident; shorter logs (one error line) legitimately repeat.
+CROSS_POST_MIN_LINES = 5
+
+
+def paste_key(incident: Incident) -> str | None:
+    """A digest of ``incident``'s log text with whitespace runs collapsed and blank lines dropped,
+    or ``None`` when it has fewer than :data:`CROSS_POST_MIN_LINES` lines (see
+    :func:`check_new_threads`)."""
+    texts = [incident.log] if incident.log is not None else [text for _, text in sorted((incident.logs or {}).items())]
+    lines = [" ".join(line.split()) for text in texts for line in text.splitlines() if line.strip()]
+    if len(lines) < CROSS_POST_MIN_LINES:
+        return None
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
 def check_new_threads(new: Sequence[Incident], held: Sequence[Incident]) -> None:
-    """Raise :class:`DatasetError` if an incident of ``new`` comes from a source group (a thread)
-    that ``held`` already has: a batch scored as unseen must not repeat a thread the model may
-    have trained on. The address does not have to match: ``issues/N`` and ``pull/N`` of one
-    repository, a comment anchor or another case are one thread
-    (:func:`~denpex_ml.dataset.incident.source_group`)."""
+    """Raise :class:`DatasetError` if an incident of ``new`` repeats what ``held`` already has: a
+    batch scored as unseen must not repeat a thread the model may have trained on. Two ways:
+
+    * its source group (a thread) is held: the address does not have to match — ``issues/N`` and
+      ``pull/N`` of one repository, a comment anchor or another case are one thread
+      (:func:`~denpex_ml.dataset.incident.source_group`);
+    * its log is a held log of another thread word for word (at least
+      :data:`CROSS_POST_MIN_LINES` lines, whitespace aside): one paste posted in two threads."""
     first = {incident.source_group: incident.id for incident in held}
     again = [(incident.id, first[incident.source_group]) for incident in new if incident.source_group in first]
+    pasted: dict[str, str] = {}
+    for incident in held:
+        key = paste_key(incident)
+        if key is not None:
+            pasted.setdefault(key, incident.id)
+    copied = [
+        (incident.id, pasted[key])
+        for incident in new
+        if incident.source_group not in first and (key := paste_key(incident)) is not None and key in pasted
+    ]
+    problems = []
     if again:
         shown = ", ".join(f"{a!r} (held as {b!r})" for a, b in again[:5])
-        raise DatasetError(f"{len(again)} incident(s) from threads already held: {shown}")
+        problems.append(f"{len(again)} incident(s) from threads already held: {shown}")
+    if copied:
+        shown = ", ".join(f"{a!r} (the log of {b!r})" for a, b in copied[:5])
+        problems.append(f"{len(copied)} incident(s) whose log another thread holds word for word: {shown}")
+    if problems:
+        raise DatasetError("; ".join(problems))
 
 
 def _check_k(k: int, n_groups: int, name: str = "k") -> None:
