@@ -23,6 +23,7 @@ from denpex_ml.dataset import (
     group_kfold,
     load_incidents,
     source_group,
+    source_groups,
     to_hf_dataset,
     train_test_split_grouped,
     write_jsonl,
@@ -531,6 +532,45 @@ def test_no_held_log_is_a_paste_of_another_thread_beyond_the_known_cross_posts()
                     by_key.setdefault(key, []).append(record["id"])
     assert len(by_key) > 5000
     assert {frozenset(ids) for ids in by_key.values() if len(ids) > 1} == HELD_CROSS_POSTS
+
+
+def test_cross_posted_threads_share_one_group_in_every_split() -> None:
+    """A paste posted to two trackers (and the chain a third post makes) is one split group."""
+    paste = "\n".join(f"[rank{n}]: RuntimeError: NCCL error in step {n}" for n in range(6))
+
+    def inc(rid: str, source: str, log: str = paste) -> Incident:
+        return Incident(id=rid, label="nccl-network-error", log=log, source=source)
+
+    other = paste.replace("step 5", "step 9")
+    incidents = [
+        inc("b", "https://github.com/b/b/issues/2"),
+        inc("a", "https://github.com/a/a/issues/1"),
+        inc("c", "https://github.com/c/c/issues/3", other),
+        inc("c2", "https://github.com/c/c/issues/3", paste),  # thread c also holds the paste: joins a and b
+        inc("d", "https://github.com/d/d/issues/4", "RuntimeError: one line\n"),
+        inc("e", "https://github.com/e/e/issues/5", "RuntimeError: one line\n"),  # too short to be a paste
+    ] + [inc(f"x{n}", f"https://github.com/x/x/issues/{n}", f"{paste}\nline {n}") for n in range(8)]
+    groups = source_groups(incidents)
+    assert groups[:4] == ["github.com/a/a/1"] * 4
+    assert groups[4:6] == ["github.com/d/d/4", "github.com/e/e/5"]
+    assert len(set(groups)) == 11
+    for seed in range(3):
+        for train, test in group_kfold(incidents, k=3, seed=seed, stratify=False):
+            assert {int(i) for i in test} >= {0, 1, 2, 3} or not {int(i) for i in test} & {0, 1, 2, 3}
+    with pytest.raises(DatasetError, match="source group"):
+        check_grouped_split(incidents, [0], [1])  # two threads, one paste
+
+
+def test_training_and_evaluation_examples_join_the_held_cross_posts() -> None:
+    from denpex_ml.training.data import examples_from_incidents
+
+    examples = examples_from_incidents(
+        load_incidents(sorted(str(p) for p in (REPO / "data" / "real").glob("*.jsonl"))), "real"
+    )
+    group = {e.id: e.group for e in examples}
+    for pair in HELD_CROSS_POSTS:
+        assert len({group[i] for i in pair}) == 1, sorted(pair)
+    assert len(set(group.values())) < len({e.id for e in examples})
 
 
 def test_every_held_thread_sits_in_one_batch() -> None:

@@ -3547,6 +3547,16 @@ def test_wordings_read_from_batch_ds_after_it_was_scored() -> None:
     assert _strongest_root_cause("train.sh: 3: torchrun: not found") != "file-not-found"
 
 
+def test_an_xla_program_parameter_limit_from_batch_dt_lies_outside_the_taxonomy() -> None:
+    """Batch dt: the TPU runtime refused a graph with too many inputs (torch_xla and Swift for TensorFlow)."""
+    hit = _outside(
+        "  (0) Invalid argument: Computation requires more parameters (6096) than supported (limit 3306)."
+    )
+    assert hit is not None and hit.entry_id == "unknown"
+    # the same runtime refusing for memory is an out-of-memory, not this limit
+    assert _outside("RESOURCE_EXHAUSTED: Attempting to reserve 12.5G at the bottom of memory.") is None
+
+
 def test_a_broken_slurm_munge_lies_outside_the_taxonomy() -> None:
     """Batch do: srun could not authenticate to the controller, so nothing ran."""
     hit = _outside(

@@ -35,14 +35,39 @@ IndexArray = npt.NDArray[np.intp]
 
 
 def source_groups(incidents: Sequence[Incident]) -> list[str]:
-    """The :attr:`~denpex_ml.dataset.incident.Incident.source_group` of each incident."""
-    return [incident.source_group for incident in incidents]
+    """The split group of each incident: its
+    :attr:`~denpex_ml.dataset.incident.Incident.source_group` (its thread), except that threads
+    holding one paste word for word (a cross-post: :func:`paste_key`) are one group, named after
+    the first of them in sort order. A paste is one incident however many trackers it was posted
+    to; splitting it would put its twin on the other side of every fold."""
+    groups = [incident.source_group for incident in incidents]
+    root = {group: group for group in groups}
+
+    def find(group: str) -> str:
+        while root[group] != group:
+            root[group] = root[root[group]]
+            group = root[group]
+        return group
+
+    first: dict[str, str] = {}
+    for incident, group in zip(incidents, groups, strict=True):
+        key = paste_key(incident)
+        if key is None:
+            continue
+        a, b = find(group), find(first.setdefault(key, group))
+        if a != b:  # the smaller name stays the root, so a group is named after its first thread
+            root[max(a, b)] = min(a, b)
+    return [find(group) for group in groups]
 
 
 def check_grouped_split(
-    incidents: Sequence[Incident], train_idx: Iterable[int] | IndexArray, test_idx: Iterable[int] | IndexArray
+    incidents: Sequence[Incident],
+    train_idx: Iterable[int] | IndexArray,
+    test_idx: Iterable[int] | IndexArray,
+    groups: Sequence[str] | None = None,
 ) -> None:
-    """Raise :class:`DatasetError` if a source group has incidents on both sides.
+    """Raise :class:`DatasetError` if a source group (:func:`source_groups`, or ``groups`` when
+    given: one per incident) has incidents on both sides.
 
     Also rejects an index on both sides. Use it as a guard wherever a split made
     elsewhere is about to be trusted.
@@ -52,8 +77,9 @@ def check_grouped_split(
     both_idx = set(train) & set(test)
     if both_idx:
         raise DatasetError(f"split: index {min(both_idx)} is in both train and test")
-    train_groups = {incidents[i].source_group for i in train}
-    leaked = sorted(train_groups.intersection(incidents[i].source_group for i in test))
+    group_of = source_groups(incidents) if groups is None else groups
+    train_groups = {group_of[i] for i in train}
+    leaked = sorted(train_groups.intersection(group_of[i] for i in test))
     if leaked:
         shown = ", ".join(repr(g) for g in leaked[:5])
         raise DatasetError(f"split: {len(leaked)} source group(s) on both sides: {shown}")
@@ -132,7 +158,7 @@ def _folds(incidents: Sequence[Incident], k: int, seed: int, stratify: bool) -> 
             for train, test in splitter.split(x, labels, groups)
         ]
     for train, test in folds:
-        check_grouped_split(incidents, train, test)
+        check_grouped_split(incidents, train, test, groups)
     return folds
 
 

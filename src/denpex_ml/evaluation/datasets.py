@@ -31,7 +31,7 @@ import numpy as np
 from denpex_ml.dataset import load_incidents
 from denpex_ml.synthetic import make_splits
 from denpex_ml.taxonomy import UNKNOWN_ID, Taxonomy
-from denpex_ml.training.data import Example, data_hash, example_from_incident, example_from_synthetic
+from denpex_ml.training.data import Example, data_hash, example_from_synthetic, examples_from_incidents
 
 __all__ = ["GATE_PER_CLASS", "EvalSet", "Pool", "build_pools", "data_hash", "synthetic_train"]
 
@@ -113,7 +113,7 @@ def build_pools(
     ]
     real: list[Example] = []
     if real_data:
-        real = [example_from_incident(i, "real") for i in load_incidents(real_data, labels=labels)]
+        real = examples_from_incidents(load_incidents(real_data, labels=labels), "real")
         pools["real"] = Pool(
             "real",
             real,
@@ -136,7 +136,7 @@ def build_pools(
             sets.append(EvalSet("gate_oot", "oot", oot_gate, "gate subset of out_of_taxonomy"))
     for path in extra_data:
         name = f"user:{Path(path).name}"
-        ex = [example_from_incident(i, "user") for i in load_incidents(path, labels=labels)]
+        ex = examples_from_incidents(load_incidents(path, labels=labels), "user")
         pools[name] = Pool(name, ex, f"{path}: every incident, scored by the model as given (no split)")
         sets.append(EvalSet(name, name, np.ones(len(ex), bool), f"user data {path}"))
     return pools, sets

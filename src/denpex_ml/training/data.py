@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from denpex_ml.dataset import Incident, load_incidents
+from denpex_ml.dataset import Incident, load_incidents, source_groups
 from denpex_ml.errors import InvalidInputError
 from denpex_ml.logs import LogBundle, read_logs
 from denpex_ml.synthetic import HELD_OUT_LAUNCHERS, HELD_OUT_MSG_VERSIONS, make_splits
@@ -56,9 +56,20 @@ def example_from_synthetic(rec: dict[str, Any]) -> Example:
     )
 
 
-def example_from_incident(inc: Incident, kind: str) -> Example:
+def example_from_incident(inc: Incident, kind: str, group: str | None = None) -> Example:
+    """``inc`` as an example; its group is ``group`` (from :func:`source_groups` over the whole
+    set, which joins cross-posted threads) or, without it, the incident's own thread."""
     src: Any = dict(inc.logs) if inc.logs is not None else inc.log
-    return Example(inc.id, inc.label, inc.source_group, kind, inc.initiating_rank, src, dict(inc.meta))
+    return Example(
+        inc.id, inc.label, inc.source_group if group is None else group, kind, inc.initiating_rank, src, dict(inc.meta)
+    )
+
+
+def examples_from_incidents(incidents: Sequence[Incident], kind: str) -> list[Example]:
+    """``incidents`` as examples grouped by :func:`source_groups` over the whole sequence, so
+    cross-posted threads share one group."""
+    groups = source_groups(incidents)
+    return [example_from_incident(i, kind, g) for i, g in zip(incidents, groups, strict=True)]
 
 
 def build_data(
@@ -82,11 +93,13 @@ def build_data(
         if store is not None:
             store.save(splits)
     out: dict[str, list[Example]] = {name: [example_from_synthetic(r) for r in recs] for name, recs in splits.items()}
-    out["real"] = (
-        [example_from_incident(i, "real") for i in load_incidents(real_data, labels=labels)] if real_data else []
-    )
+    real = load_incidents(real_data, labels=labels) if real_data else []
     extra: Sequence[str] = list(extra_data)
-    out["user"] = [example_from_incident(i, "user") for i in load_incidents(extra, labels=labels)] if extra else []
+    user = load_incidents(extra, labels=labels) if extra else []
+    # one grouping over both sets: a user's incident that repeats a held paste shares its group
+    groups = source_groups([*real, *user])
+    out["real"] = [example_from_incident(i, "real", g) for i, g in zip(real, groups[: len(real)], strict=True)]
+    out["user"] = [example_from_incident(i, "user", g) for i, g in zip(user, groups[len(real) :], strict=True)]
     return out
 
 

@@ -31,7 +31,7 @@ from denpex_ml.model.core import DenpexModel, load_model
 from denpex_ml.model.persistence import read_model_dir
 from denpex_ml.training.cache import FeatureStore, featurizer_signature
 from denpex_ml.training.config import TrainConfig
-from denpex_ml.training.data import Example, build_data, example_from_incident, incident_files
+from denpex_ml.training.data import Example, build_data, examples_from_incidents, incident_files
 from denpex_ml.training.fitting import featurize
 from denpex_ml.training.progress import Progress, no_progress
 
@@ -291,7 +291,7 @@ def _holdout(report: GateReport, pair: _Pair, holdout: Sequence[str | Path]) -> 
     from denpex_ml.dataset import load_incidents
 
     labels = set(pair.cand.taxonomy.ids) | set(pair.base.taxonomy.ids)
-    ex = [example_from_incident(i, "user") for i in load_incidents(incident_files(holdout), labels=labels)]
+    ex = examples_from_incidents(load_incidents(incident_files(holdout), labels=labels), "user")
     pair.compare(report, "holdout", ex, "holdout")
     new = sorted({e.label for e in ex} - set(pair.base.labels))
     if new:
