@@ -1024,7 +1024,7 @@ def test_a_metric_word_before_a_real_error_is_not_benign() -> None:
         ("Illegal instruction (core dumped)", "unknown"),
         (
             "THCudaCheck FAIL file=torch/csrc/cuda/Module.cpp line=34 error=10 : invalid device ordinal",
-            "uncaught-exception-crash",
+            "duplicate-gpu-assignment",
         ),
         ("free(): corrupted unsorted chunks", "segfault-native-crash"),
         ("*** SIGSEGV received at time=1775734074 on cpu 19 ***", "segfault-native-crash"),
@@ -1062,10 +1062,19 @@ def test_ctran_oneccl_ucx_grpc_sigill_device_ordinals_heap_and_kernel_builds(lin
     assert best.entry_id == entry, (roots, best.entry_id)
 
 
-def test_an_invalid_device_ordinal_is_only_a_symptom_of_two_ranks_on_one_gpu() -> None:
-    hits = _hits("RuntimeError: CUDA error: invalid device ordinal")
-    assert {h.entry_id for h in hits if h.role.value == "symptom"} >= {"duplicate-gpu-assignment"}
-    assert "duplicate-gpu-assignment" not in {h.entry_id for h in hits if h.role.value == "root-cause"}
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: invalid device ordinal",
+        "F0506 09:40:54.267431 26334 parallel.cpp:130] Check failed: error == cudaSuccess (10 vs. 0)  invalid device ordinal",
+        "cupy.cuda.runtime.CUDARuntimeError: cudaErrorInvalidDevice: invalid device ordinal",
+    ],
+)
+def test_an_invalid_device_ordinal_is_a_rank_to_gpu_mapping_mistake(line: str) -> None:
+    """Batch du: five of six such logs were labelled duplicate-gpu-assignment, as the contract files
+    a wrong LOCAL_RANK / CUDA_VISIBLE_DEVICES; the generic crash keeps it only as a symptom."""
+    assert _strongest_root_cause(line) == "duplicate-gpu-assignment"
+    assert ("uncaught-exception-crash", "symptom") in {(h.entry_id, h.role.value) for h in _hits(line)}
 
 
 def test_the_nccl_tests_results_header_is_context_of_a_healthy_run() -> None:
@@ -3549,12 +3558,46 @@ def test_wordings_read_from_batch_ds_after_it_was_scored() -> None:
 
 def test_an_xla_program_parameter_limit_from_batch_dt_lies_outside_the_taxonomy() -> None:
     """Batch dt: the TPU runtime refused a graph with too many inputs (torch_xla and Swift for TensorFlow)."""
-    hit = _outside(
-        "  (0) Invalid argument: Computation requires more parameters (6096) than supported (limit 3306)."
-    )
+    hit = _outside("  (0) Invalid argument: Computation requires more parameters (6096) than supported (limit 3306).")
     assert hit is not None and hit.entry_id == "unknown"
     # the same runtime refusing for memory is an out-of-memory, not this limit
     assert _outside("RESOURCE_EXHAUSTED: Attempting to reserve 12.5G at the bottom of memory.") is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: Error building extension 'fused_adam'",
+        "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.",
+        "[rank0]: subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.",
+    ],
+)
+def test_an_extension_that_fails_to_build_from_batch_du_is_a_missing_module(line: str) -> None:
+    """Batch du: DeepSpeed's JIT-built optimizer ops failing to compile or link at start-up."""
+    assert _strongest_root_cause(line) == "missing-module"
+
+
+def test_webdataset_skipping_a_bad_sample_from_batch_du_is_benign() -> None:
+    """Batch du: a healthy CLIP run's log is full of webdataset's warn-and-continue lines."""
+    matcher = FingerprintMatcher(load_taxonomy())
+    line = "2024-11-28,04:40:24 | WARNING | Handling webdataset error (OSError('image file is truncated (12 bytes not processed)')). Ignoring."
+    assert matcher.is_benign(line)
+    assert not matcher.is_benign("OSError: image file is truncated (12 bytes not processed)")  # raised: no handler
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ValueError: Loading this dataset requires you to execute custom code contained in the dataset repository on"
+        " your local machine. Please set the option `trust_remote_code=True` to permit the loading of this dataset.",
+        "ValueError: Loading this model requires you to execute the configuration file in that repo on your local"
+        " machine. We asked if it was okay but did not get an answer.",
+    ],
+)
+def test_remote_code_refused_without_trust_from_batch_du_lies_outside_the_taxonomy(line: str) -> None:
+    """Batch du: the Hugging Face loaders stopping at a repository's own code (an evaluation harness, FastChat)."""
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
 
 
 def test_a_broken_slurm_munge_lies_outside_the_taxonomy() -> None:
