@@ -1071,7 +1071,7 @@ def test_ctran_oneccl_ucx_grpc_sigill_device_ordinals_heap_and_kernel_builds(lin
     ],
 )
 def test_an_invalid_device_ordinal_is_a_rank_to_gpu_mapping_mistake(line: str) -> None:
-    """Batch du: five of six such logs were labelled duplicate-gpu-assignment, as the contract files
+    """Batch du: four of five such logs were labelled duplicate-gpu-assignment, as the contract files
     a wrong LOCAL_RANK / CUDA_VISIBLE_DEVICES; the generic crash keeps it only as a symptom."""
     assert _strongest_root_cause(line) == "duplicate-gpu-assignment"
     assert ("uncaught-exception-crash", "symptom") in {(h.entry_id, h.role.value) for h in _hits(line)}

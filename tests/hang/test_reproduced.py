@@ -25,9 +25,6 @@ JOBS = sorted(p.name for p in (REPO / "data" / "reproduced" / "jobs").iterdir() 
 KNOWN_MISSES = {
     "repro-p2p-microbatch-count": "the class is right; both sending stages (ranks 0 and 2) time out at the same "
     "moment and the launcher names 2, the record 0",
-    "repro-mismatch-op": "rank 2 all_gathers where the others all_reduce at one SeqNum, which a collective only rank 2 "
-    "calls would also show: model f9da08f826e7 puts subset-rank-collective-hang first (0.310) just above "
-    "collective-mismatch (0.307), as 658231ccd3ef did (0.289 / 0.267); the two models before had it right by as little",
 }
 #: gloo reports a size mismatch on the rank that *received* the odd message (rank 1 here);
 #: the rank whose code diverged (2) prints nothing of its own, so the log cannot name it.
