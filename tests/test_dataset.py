@@ -555,7 +555,7 @@ def test_cross_posted_threads_share_one_group_in_every_split() -> None:
     assert groups[4:6] == ["github.com/d/d/4", "github.com/e/e/5"]
     assert len(set(groups)) == 11
     for seed in range(3):
-        for train, test in group_kfold(incidents, k=3, seed=seed, stratify=False):
+        for _train, test in group_kfold(incidents, k=3, seed=seed, stratify=False):
             assert {int(i) for i in test} >= {0, 1, 2, 3} or not {int(i) for i in test} & {0, 1, 2, 3}
     with pytest.raises(DatasetError, match="source group"):
         check_grouped_split(incidents, [0], [1])  # two threads, one paste
