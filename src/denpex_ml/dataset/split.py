@@ -141,10 +141,11 @@ def _check_k(k: int, n_groups: int, name: str = "k") -> None:
         raise DatasetError(f"{name}: {k} folds need at least {k} source groups, found {n_groups}")
 
 
-def _folds(incidents: Sequence[Incident], k: int, seed: int, stratify: bool) -> list[tuple[IndexArray, IndexArray]]:
+def _folds(
+    incidents: Sequence[Incident], groups: Sequence[str], k: int, seed: int, stratify: bool
+) -> list[tuple[IndexArray, IndexArray]]:
     from sklearn.model_selection import StratifiedGroupKFold
 
-    groups = source_groups(incidents)
     # Without stratification every incident gets one class, which leaves scikit-learn's
     # shuffled, size-balancing group assignment (GroupKFold shuffles only from 1.6 on).
     labels = [incident.label if stratify else "" for incident in incidents]
@@ -188,8 +189,9 @@ def group_kfold(
     DatasetError
         ``k`` is out of range.
     """
-    _check_k(k, len(set(source_groups(incidents))))
-    return _folds(incidents, k, seed, stratify)
+    groups = source_groups(incidents)
+    _check_k(k, len(set(groups)))
+    return _folds(incidents, groups, k, seed, stratify)
 
 
 def train_test_split_grouped(
@@ -218,17 +220,18 @@ def train_test_split_grouped(
     """
     if isinstance(test_size, bool) or not isinstance(test_size, (int, float)) or not 0 < test_size <= 0.5:
         raise DatasetError(f"test_size: expected a fraction in (0, 0.5], found {test_size!r}")
-    n_groups = len(set(source_groups(incidents)))
+    groups = source_groups(incidents)
+    n_groups = len(set(groups))
     if n_groups < 2:
         raise DatasetError(f"test_size: a grouped split needs at least 2 source groups, found {n_groups}")
     if stratify:
         k = min(max(2, round(1 / test_size)), n_groups)
-        return _folds(incidents, k, seed, stratify=True)[0]
+        return _folds(incidents, groups, k, seed, stratify=True)[0]
 
     from sklearn.model_selection import GroupShuffleSplit
 
     splitter = GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
-    train, test = next(splitter.split(np.zeros((len(incidents), 1)), groups=source_groups(incidents)))
+    train, test = next(splitter.split(np.zeros((len(incidents), 1)), groups=groups))
     train_idx, test_idx = np.asarray(train, dtype=np.intp), np.asarray(test, dtype=np.intp)
-    check_grouped_split(incidents, train_idx, test_idx)
+    check_grouped_split(incidents, train_idx, test_idx, groups)
     return train_idx, test_idx
