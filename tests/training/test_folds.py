@@ -105,3 +105,30 @@ def test_jobs_featurised_in_workers_equal_those_featurised_here(monkeypatch: pyt
     assert here.texts == workers.texts and list(here.y) == list(workers.y)
     # the workers' template embeddings come back, to be saved with the cache
     assert {t for t, _ in featurizer.encoder.items()} <= {t for t, _ in fresh.encoder.items()}
+
+
+def test_build_data_groups_cross_posted_threads_over_real_and_user_incidents(tmp_path: Path) -> None:
+    """One paste held under two threads, and a user's incident repeating it from a third: one split
+    group, so no fold puts the paste on one side and its twin on the other."""
+    import json
+
+    from denpex_ml.taxonomy import load_taxonomy
+    from denpex_ml.training.data import build_data
+
+    paste = "\n".join(f"[rank{n}]: torch.OutOfMemoryError: CUDA out of memory at step {n}" for n in range(6))
+
+    def record(rid: str, thread: int, log: str = paste) -> str:
+        return json.dumps(
+            {"id": rid, "label": "cuda-oom", "log": log, "source": f"https://github.com/o/r/issues/{thread}"}
+        )
+
+    real = tmp_path / "real.jsonl"
+    real.write_text(record("b", 2) + "\n" + record("a", 1) + "\n" + record("c", 3, paste + "\nanother run") + "\n")
+    user = tmp_path / "user.jsonl"
+    user.write_text(record("u", 9) + "\n")
+    data = build_data(
+        taxonomy=load_taxonomy(), seed=0, per_class=(1, 1, 1), real_data=str(real), extra_data=[str(user)]
+    )
+    group = {e.id: e.group for e in data["real"] + data["user"]}
+    assert group["a"] == group["b"] == group["u"] == "github.com/o/r/1"
+    assert group["c"] == "github.com/o/r/3"
