@@ -3688,3 +3688,25 @@ def test_megatrons_bf16_iteration_line_is_no_loss_scale_collapse() -> None:
     )
     assert "loss-nan-divergence" not in {h.entry_id for h in _hits(line)}
     assert "loss-nan-divergence" in {h.entry_id for h in _hits(line.replace("iterations:   0 |", "iterations:   3 |"))}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "deepspeed.runtime.zero.utils.ZeRORuntimeException: The checkpoint being loaded used a DP world size of 8 but "
+        "the current world size is 16. Automatic adjustment of ZeRO's optimizer state partitioning with a new world "
+        "size is not currently supported.",
+        "The checkpoint being loaded used a DP world size of 4 but the current world size is 8. ",
+    ],
+)
+def test_a_zero_checkpoint_from_another_world_size_from_batch_dv_lies_outside_the_taxonomy(line: str) -> None:
+    """Batch dv: resuming a ZeRO run on a different number of ranks (DeepSpeed cannot re-partition the state)."""
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+    # a checkpoint that is merely missing on resume is not this incompatibility
+    assert (
+        _outside(
+            "FileNotFoundError: [Errno 2] No such file or directory: 'ckpt/global_step100/mp_rank_00_model_states.pt'"
+        )
+        is None
+    )
