@@ -3710,3 +3710,19 @@ def test_a_zero_checkpoint_from_another_world_size_from_batch_dv_lies_outside_th
         )
         is None
     )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "srun: fatal: Could not establish a configuration source",
+        "srun: error: fetch_config: DNS SRV lookup failed",
+        "sbatch: error: fetch_config: DNS SRV lookup failed",
+    ],
+)
+def test_slurm_without_its_configuration_from_batch_dw_lies_outside_the_taxonomy(line: str) -> None:
+    """Batch dw: srun on a machine with no configured Slurm controller (or a head node that lost slurm.conf)."""
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+    # Slurm killing a step for memory is a host OOM, not a configuration fault
+    assert _outside("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your processes may have been killed by the cgroup out-of-memory handler.") is None
