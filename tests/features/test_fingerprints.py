@@ -3725,4 +3725,9 @@ def test_slurm_without_its_configuration_from_batch_dw_lies_outside_the_taxonomy
     hit = _outside(line)
     assert hit is not None and hit.entry_id == "unknown"
     # Slurm killing a step for memory is a host OOM, not a configuration fault
-    assert _outside("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your processes may have been killed by the cgroup out-of-memory handler.") is None
+    assert (
+        _outside(
+            "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your processes may have been killed by the cgroup out-of-memory handler."
+        )
+        is None
+    )
