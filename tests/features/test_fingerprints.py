@@ -3731,3 +3731,19 @@ def test_slurm_without_its_configuration_from_batch_dw_lies_outside_the_taxonomy
         )
         is None
     )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "AttributeError: module 'torch.distributed' has no attribute 'group'",
+        "AttributeError: module 'torch.distributed' has no attribute '_all_gather_base'",
+        "AttributeError: module 'torch.distributed' has no attribute 'init_process_group'",
+    ],
+)
+def test_a_pytorch_without_the_distributed_api_called_from_batch_dx_lies_outside_the_taxonomy(line: str) -> None:
+    """Batch dx: a Windows build without torch.distributed, or a private collective a newer release removed."""
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+    # the same AttributeError on a user's own module is an ordinary crash, not this incompatibility
+    assert _outside("AttributeError: module 'utils.dist' has no attribute 'group'") is None
