@@ -3747,3 +3747,20 @@ def test_a_pytorch_without_the_distributed_api_called_from_batch_dx_lies_outside
     assert hit is not None and hit.entry_id == "unknown"
     # the same AttributeError on a user's own module is an ordinary crash, not this incompatibility
     assert _outside("AttributeError: module 'utils.dist' has no attribute 'group'") is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for the following"
+        " tensors have different metadata than during the forward pass.",
+        "deepspeed.runtime.zero.utils.ZeRORuntimeException: You are using ZeRO-Offload with a client provided"
+        " optimizer (<class 'torch.optim.adamw.AdamW'>) which in most cases will yield poor performance.",
+    ],
+)
+def test_configurations_the_framework_rejects_from_batch_dy_lie_outside_the_taxonomy(line: str) -> None:
+    """Batch dy: activation checkpointing under ZeRO-3, ZeRO-Offload with an optimizer built outside DeepSpeed."""
+    hit = _outside(line)
+    assert hit is not None and hit.entry_id == "unknown"
+    # an ordinary error raised from the same training step stays inside the taxonomy
+    assert _outside("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB") is None
