@@ -3772,3 +3772,23 @@ def test_an_attention_configuration_no_transformer_engine_backend_supports_from_
     assert hit is not None and hit.entry_id == "unknown"
     # Transformer Engine merely falling back from one backend to another is not a failure
     assert _outside("DEBUG:DotProductAttention:Disabling FlashAttention for softmax_type = learnable") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "entry"),
+    [
+        ("  eval_loss                 =     nan", "loss-nan-divergence"),
+        ("  train_loss               =        inf", "loss-nan-divergence"),
+        (
+            "botocore.exceptions.ClientError: An error occurred (AccessDenied) when calling the"
+            " CreateMultipartUpload operation: Access Denied",
+            "permission-denied",
+        ),
+    ],
+)
+def test_wordings_read_from_batch_ea_after_it_was_scored(line: str, entry: str) -> None:
+    """Batch ea: the HF Trainer's padded metric table with a non-finite loss; an object store refusing a checkpoint upload."""
+    assert _strongest_root_cause(line) == entry
+    # a finite loss in the same table, and a successful upload, match neither
+    assert entry not in {h.entry_id for h in _hits("  eval_loss                 =     0.8321")}
+    assert entry not in {h.entry_id for h in _hits("Uploading checkpoint to s3://bucket/ckpt/step_100: done")}
