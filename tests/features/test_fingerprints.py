@@ -3768,7 +3768,9 @@ def test_configurations_the_framework_rejects_from_batch_dy_lie_outside_the_taxo
 
 def test_an_attention_configuration_no_transformer_engine_backend_supports_from_batch_dz_lies_outside() -> None:
     """Batch dz: learnable-softmax attention under context parallelism left Transformer Engine without a kernel."""
-    hit = _outside("No dot product attention backend is available for the provided inputs. Please run with NVTE_DEBUG=1")
+    hit = _outside(
+        "No dot product attention backend is available for the provided inputs. Please run with NVTE_DEBUG=1"
+    )
     assert hit is not None and hit.entry_id == "unknown"
     # Transformer Engine merely falling back from one backend to another is not a failure
     assert _outside("DEBUG:DotProductAttention:Disabling FlashAttention for softmax_type = learnable") is None
